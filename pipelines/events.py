@@ -1,0 +1,476 @@
+"""Event contracts: the one wire schema shared by collectors, stream workers and the warehouse.
+
+Every Kafka message is an :class:`Envelope` serialised as UTF-8 JSON::
+
+    {"id": "…", "source": "dcgm", "type": "gpu.sample", "schema_version": 1,
+     "time": "2026-11-02T10:00:00Z", "cluster": "c1", "data": {…}}
+
+* ``id`` is derived from the natural key of what the event describes (:func:`event_id`), never
+  random: a re-scrape, a re-ingest of the same file or a replay produces the same id, and every
+  sink deduplicates on it.
+* ``time`` is event time in UTC (naive datetimes are rejected, offsets are normalised to UTC).
+* ``data`` is typed per event ``type``; :data:`EVENT_MODELS` maps each type to its envelope class
+  and :func:`decode` validates raw bytes into the right one.
+
+Topic of each type: see :data:`TOPIC_OF_TYPE`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+import orjson
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    model_validator,
+)
+
+from pipelines import topics
+
+SCHEMA_VERSION = 1
+
+
+def _to_utc(value: datetime) -> datetime:
+    return value.astimezone(UTC)
+
+
+UtcDatetime = Annotated[AwareDatetime, AfterValidator(_to_utc)]
+Ratio = Annotated[float, Field(ge=0.0, le=1.0)]
+NonNegative = Annotated[float, Field(ge=0.0)]
+
+Source = Literal["dcgm", "kubernetes", "slurm", "storage", "nccl", "org", "pricing", "checkpoint", "gpuledger"]
+WorkloadKind = Literal["training", "inference", "notebook", "batch", "benchmark", "unknown"]
+FailureReason = Literal[
+    "oom", "node_failure", "gpu_error", "preempted", "timeout", "app_error", "cancelled", "unknown"
+]
+Outcome = Literal["success", "failure"]
+
+
+def event_id(*parts: object) -> str:
+    """A deterministic id from the natural key of an event (32 hex chars of SHA-256)."""
+    text = "\x1f".join("" if p is None else (p.isoformat() if isinstance(p, datetime) else str(p)) for p in parts)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# --------------------------------------------------------------------------------------------
+# gpu.metrics — one message per (node, sample time) carrying every GPU (and MIG instance) of it
+# --------------------------------------------------------------------------------------------
+class GpuSample(_Model):
+    """One GPU, or one MIG instance of it, at one sample time.
+
+    Utilisation fields are ratios 0–1 (dcgm-exporter's percent ``DCGM_FI_DEV_GPU_UTIL`` is divided
+    by 100 by the parser). ``None`` means the series was absent or held a blank sentinel.
+    """
+
+    uuid: str  # physical GPU UUID ("GPU-…"); for a MIG instance the parent GPU's UUID
+    index: int | None = None  # the `gpu` label (device minor number)
+    model: str | None = None  # modelName, e.g. "NVIDIA H100 80GB HBM3"
+    mig_profile: str | None = None  # GPU_I_PROFILE, e.g. "3g.40gb"
+    mig_instance: int | None = None  # GPU_I_ID
+    gr_engine_active: Ratio | None = None  # DCGM_FI_PROF_GR_ENGINE_ACTIVE
+    gpu_util: Ratio | None = None  # DCGM_FI_DEV_GPU_UTIL / 100 (absent on MIG instances)
+    sm_active: Ratio | None = None
+    tensor_active: Ratio | None = None
+    dram_active: Ratio | None = None
+    fb_used_mib: NonNegative | None = None
+    fb_free_mib: NonNegative | None = None
+    power_w: NonNegative | None = None
+    energy_mj: NonNegative | None = None  # DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION counter (mJ)
+    temperature_c: float | None = None
+    xid: int | None = None  # DCGM_FI_DEV_XID_ERRORS: last XID seen (0 = none)
+    namespace: str | None = None  # Kubernetes pod mapping labels
+    pod: str | None = None
+    container: str | None = None
+    hpc_job: str | None = None  # Slurm job mapping label
+
+    @property
+    def slot(self) -> str:
+        """Identity of the schedulable unit: the GPU, or ``<uuid>/mig<GPU_I_ID>``."""
+        return self.uuid if self.mig_instance is None else f"{self.uuid}/mig{self.mig_instance}"
+
+    @property
+    def utilization(self) -> float | None:
+        """Busy ratio by the design's preference: GR engine active, else GPU util."""
+        return self.gr_engine_active if self.gr_engine_active is not None else self.gpu_util
+
+
+class GpuMetricsData(_Model):
+    node: str
+    interval_s: float | None = Field(default=None, gt=0)  # scrape interval when known
+    gpus: list[GpuSample]
+
+
+# --------------------------------------------------------------------------------------------
+# scheduler.allocations — attempt lifecycle per node placement, job submissions, node states
+# --------------------------------------------------------------------------------------------
+class GpuRequest(_Model):
+    """What a placement holds on its node, as the scheduler states it."""
+
+    kind: Literal["gpu", "mig", "shared"] = "gpu"
+    count: int = Field(ge=0)
+    gpu_type: str | None = None  # Slurm typed GRES ("h100") or a node label
+    profile: str | None = None  # MIG profile "<g>g.<mem>gb" for kind == "mig"
+    replicas: int | None = Field(default=None, ge=1)  # time-slicing replicas per GPU, kind == "shared"
+
+    @property
+    def gpu_equivalents(self) -> float:
+        """Whole-GPU equivalents: MIG g/7 of a GPU, a time-sliced replica 1/N."""
+        if self.kind == "mig":
+            return self.count * mig_fraction(self.profile)
+        if self.kind == "shared":
+            return self.count / (self.replicas or 1)
+        return float(self.count)
+
+
+def mig_fraction(profile: str | None) -> float:
+    """Compute share of a MIG profile ``<g>g.<mem>gb`` (optionally ``+me``): g/7."""
+    if not profile or "g." not in profile:
+        raise ValueError(f"not a MIG profile: {profile!r}")
+    slices = int(profile.split("g.", 1)[0])
+    if not 1 <= slices <= 7:
+        raise ValueError(f"MIG profile with {slices} compute slices: {profile!r}")
+    return slices / 7.0
+
+
+class Owner(_Model):
+    """Who a placement belongs to. Team / business unit / model are resolved downstream from
+    labels and effective-dated org mappings, so they are not fixed here."""
+
+    namespace: str | None = None  # Kubernetes namespace
+    account: str | None = None  # Slurm account
+    user: str | None = None
+    queue: str | None = None  # Slurm partition or Kubernetes queue / priority class
+    labels: dict[str, str] = Field(default_factory=dict)  # pod labels incl. `team`, `model`
+    comment: str | None = None  # Slurm comment (may carry `model=<name>`)
+    wckey: str | None = None
+    workload_kind: WorkloadKind = "unknown"
+
+
+class AllocationData(_Model):
+    scheduler: Literal["kubernetes", "slurm"]
+    job_id: str  # Slurm job id ("1234", "1234_7" for arrays); Kubernetes "<namespace>/<pod>"
+    logical_job: str | None = None  # the job all attempts belong to (Kubernetes Job name, Slurm job id)
+    job_name: str | None = None
+    attempt: int = Field(default=1, ge=1)  # 1-based: requeues, restarts and retries count up
+    node: str | None = None  # None for job-level events (submitted)
+    state: Literal["pending", "running", "ended"]
+    submit_time: UtcDatetime | None = None
+    start_time: UtcDatetime | None = None
+    end_time: UtcDatetime | None = None
+    requested_gpus: float = Field(default=0.0, ge=0)  # job-wide, whole-GPU equivalents
+    gpus: list[GpuRequest] = Field(default_factory=list)  # held on this node
+    device_ids: list[str] = Field(default_factory=list)  # "GPU-<uuid>", "MIG-<uuid>", "<id>::<replica>"
+    gpu_indices: list[int] = Field(default_factory=list)  # Slurm gres_detail IDX
+    owner: Owner = Field(default_factory=Owner)
+    outcome: Outcome | None = None  # set when state == "ended"
+    failure_reason: FailureReason | None = None
+    exit_code: int | None = None
+    signal: int | None = None
+    scheduler_state: str | None = None  # the scheduler's own words: "OOMKilled", "NODE_FAIL", …
+
+    @property
+    def gpu_equivalents(self) -> float:
+        return sum(r.gpu_equivalents for r in self.gpus)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> AllocationData:
+        if self.state == "ended":
+            if self.outcome is None:
+                raise ValueError("an ended placement needs an outcome")
+            if self.end_time is None:
+                raise ValueError("an ended placement needs end_time")
+        if self.state in ("running", "ended") and self.start_time is None:
+            raise ValueError(f"a {self.state} placement needs start_time")
+        if self.start_time and self.end_time and self.end_time < self.start_time:
+            raise ValueError("end_time before start_time")
+        if self.outcome == "failure" and self.failure_reason is None:
+            raise ValueError("a failed attempt needs a failure_reason")
+        return self
+
+
+class NodeStateData(_Model):
+    """A node drained, down or back up (Slurm node state, Kubernetes node conditions/cordon)."""
+
+    node: str
+    state: Literal["up", "drained", "down"]
+    reason: str | None = None
+
+
+# --------------------------------------------------------------------------------------------
+# storage.io — per-node throughput counters and checkpoint events
+# --------------------------------------------------------------------------------------------
+class StorageSample(_Model):
+    fs_type: Literal["disk", "nfs", "lustre", "gpfs"]
+    device: str  # block device, NFS mount, Lustre target / filesystem, GPFS filesystem
+    read_bytes: NonNegative  # cumulative counter
+    write_bytes: NonNegative  # cumulative counter
+    job_id: str | None = None  # lustre_job_* per-job stats
+
+
+class StorageData(_Model):
+    node: str
+    samples: list[StorageSample]
+
+
+class CheckpointData(_Model):
+    """A checkpoint written or restored by training code (documented JSON-lines format)."""
+
+    job_id: str
+    attempt: int | None = Field(default=None, ge=1)
+    kind: Literal["write", "restore"] = "write"
+    path: str
+    bytes: int = Field(ge=0)
+    started: UtcDatetime
+    finished: UtcDatetime
+    node: str | None = None
+
+    @model_validator(mode="after")
+    def _ordered(self) -> CheckpointData:
+        if self.finished < self.started:
+            raise ValueError("checkpoint finished before it started")
+        return self
+
+
+# --------------------------------------------------------------------------------------------
+# benchmarks.runs — one nccl-tests run
+# --------------------------------------------------------------------------------------------
+class NcclSizeResult(_Model):
+    size_bytes: int = Field(ge=0)
+    count: int = Field(ge=0)
+    dtype: str
+    redop: str | None = None
+    root: int | None = None
+    out_of_place_time_us: float | None = None
+    out_of_place_algbw_gbps: float | None = None
+    out_of_place_busbw_gbps: float | None = None
+    out_of_place_wrong: int | None = None  # None when the log printed N/A
+    in_place_time_us: float | None = None
+    in_place_algbw_gbps: float | None = None
+    in_place_busbw_gbps: float | None = None
+    in_place_wrong: int | None = None
+
+
+class NcclDevice(_Model):
+    rank: int
+    host: str
+    pid: int | None = None
+    device: int
+    bus_id: str | None = None
+    name: str | None = None
+
+
+class BenchmarkRunData(_Model):
+    run_id: str
+    collective: str  # all_reduce, all_gather, reduce_scatter, broadcast, reduce, alltoall, sendrecv…
+    hosts: list[str]
+    ranks: int = Field(ge=0)
+    devices: list[NcclDevice] = Field(default_factory=list)
+    nccl_version: str | None = None
+    tests_version: str | None = None
+    results: list[NcclSizeResult] = Field(default_factory=list)
+    avg_busbw_gbps: float | None = None
+    out_of_bounds: int = 0
+    wrong_total: int = 0
+    ok: bool
+    started: UtcDatetime | None = None
+
+
+# --------------------------------------------------------------------------------------------
+# org.mappings — effective-dated reference data
+# --------------------------------------------------------------------------------------------
+class OrgMappingData(_Model):
+    effective_from: UtcDatetime
+    teams: dict[str, str] = Field(default_factory=dict)  # team -> business unit
+    accounts: dict[str, str] = Field(default_factory=dict)  # Slurm account -> team
+    namespaces: dict[str, str] = Field(default_factory=dict)  # Kubernetes namespace -> team
+
+
+class SharedCosts(_Model):
+    network: NonNegative = 0.0
+    storage: NonNegative = 0.0
+    support: NonNegative = 0.0
+    operations: NonNegative = 0.0
+
+
+class PricingData(_Model):
+    effective_from: UtcDatetime
+    currency: str = Field(min_length=3, max_length=3)
+    gpu_hourly: dict[str, NonNegative]  # GPU model ("H100") -> rate per GPU-hour
+    monthly: SharedCosts = Field(default_factory=SharedCosts)
+    idle_policy: Literal["spread", "platform", "by_allocation"] = "spread"
+
+
+# --------------------------------------------------------------------------------------------
+# gpuledger.control — end-of-input markers for `ingest --wait`
+# --------------------------------------------------------------------------------------------
+class MarkerData(_Model):
+    marker: str
+    offsets: dict[str, dict[int, int]]  # topic -> partition -> end offset at publish time
+
+
+# --------------------------------------------------------------------------------------------
+# envelopes
+# --------------------------------------------------------------------------------------------
+class Envelope(_Model):
+    id: str = Field(min_length=8, max_length=128)
+    source: Source
+    type: str
+    schema_version: int = SCHEMA_VERSION
+    time: UtcDatetime
+    cluster: str = Field(min_length=1, max_length=128)
+    data: Any
+
+    def to_bytes(self) -> bytes:
+        return orjson.dumps(self.model_dump(mode="json"))
+
+
+class GpuMetricsEvent(Envelope):
+    type: Literal["gpu.sample"] = "gpu.sample"
+    data: GpuMetricsData
+
+
+class AllocationEvent(Envelope):
+    type: Literal["allocation.pending", "allocation.running", "allocation.ended"]
+    data: AllocationData
+
+
+class NodeStateEvent(Envelope):
+    type: Literal["node.state"] = "node.state"
+    data: NodeStateData
+
+
+class StorageEvent(Envelope):
+    type: Literal["storage.counters"] = "storage.counters"
+    data: StorageData
+
+
+class CheckpointEvent(Envelope):
+    type: Literal["checkpoint"] = "checkpoint"
+    data: CheckpointData
+
+
+class BenchmarkRunEvent(Envelope):
+    type: Literal["benchmark.run"] = "benchmark.run"
+    data: BenchmarkRunData
+
+
+class OrgMappingEvent(Envelope):
+    type: Literal["org.mapping"] = "org.mapping"
+    data: OrgMappingData
+
+
+class PricingEvent(Envelope):
+    type: Literal["pricing.rates"] = "pricing.rates"
+    data: PricingData
+
+
+class MarkerEvent(Envelope):
+    type: Literal["control.marker"] = "control.marker"
+    data: MarkerData
+
+
+AnyEvent = Annotated[
+    GpuMetricsEvent | AllocationEvent | NodeStateEvent | StorageEvent | CheckpointEvent
+    | BenchmarkRunEvent | OrgMappingEvent | PricingEvent | MarkerEvent,
+    Field(discriminator="type"),
+]
+_ANY_EVENT: TypeAdapter[Any] = TypeAdapter(AnyEvent)
+
+TOPIC_OF_TYPE: dict[str, topics.Topic] = {
+    "gpu.sample": topics.GPU_METRICS,
+    "allocation.pending": topics.SCHEDULER_ALLOCATIONS,
+    "allocation.running": topics.SCHEDULER_ALLOCATIONS,
+    "allocation.ended": topics.SCHEDULER_ALLOCATIONS,
+    "node.state": topics.SCHEDULER_ALLOCATIONS,
+    "storage.counters": topics.STORAGE_IO,
+    "checkpoint": topics.STORAGE_IO,
+    "benchmark.run": topics.BENCHMARKS_RUNS,
+    "org.mapping": topics.ORG_MAPPINGS,
+    "pricing.rates": topics.ORG_MAPPINGS,
+    "control.marker": topics.CONTROL,
+}
+
+
+def decode(raw: bytes | str) -> Envelope:
+    """Validate raw wire bytes into the typed envelope; raises :class:`InvalidEvent`."""
+    try:
+        result: Envelope = _ANY_EVENT.validate_json(raw)
+    except ValidationError as exc:
+        raise InvalidEvent(_one_line(exc)) from exc
+    return result
+
+
+def validate(obj: dict[str, Any]) -> Envelope:
+    """Validate an already-parsed object (collectors build dicts) into its envelope."""
+    try:
+        result: Envelope = _ANY_EVENT.validate_python(obj)
+    except ValidationError as exc:
+        raise InvalidEvent(_one_line(exc)) from exc
+    return result
+
+
+def message_key(event: Envelope) -> bytes:
+    """The Kafka key: per-node messages by ``cluster/node`` (co-partitioning), others by subject."""
+    data = event.data
+    node = getattr(data, "node", None)
+    if node:
+        return topics.node_key(event.cluster, node)
+    if isinstance(data, AllocationData | CheckpointData):
+        return topics.job_key(event.cluster, data.job_id)
+    if isinstance(data, BenchmarkRunData):
+        return f"{event.cluster}/{data.run_id}".encode()
+    return f"{event.type}/{event.id}".encode()
+
+
+class InvalidEvent(ValueError):
+    """A record that cannot become a valid event; the reason is one line."""
+
+
+def _one_line(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors()[:3]:
+        loc = ".".join(str(p) for p in err.get("loc", ()))
+        parts.append(f"{loc}: {err.get('msg')}" if loc else str(err.get("msg")))
+    more = f" (+{exc.error_count() - 3} more)" if exc.error_count() > 3 else ""
+    return "; ".join(parts) + more
+
+
+# --------------------------------------------------------------------------------------------
+# dead letters
+# --------------------------------------------------------------------------------------------
+class DeadLetter(_Model):
+    """What could not become an event, kept whole: where it came from, why, and the raw bytes."""
+
+    id: str
+    topic: str  # the data topic it was meant for
+    source: str  # collector or stage that rejected it ("slurm", "streams.attribution", …)
+    reason: str  # one line
+    raw: str  # the raw record (UTF-8 text; undecodable bytes as backslash escapes)
+    time: UtcDatetime  # when it was rejected
+    origin: str | None = None  # file path / URL / "topic:partition:offset"
+
+    @classmethod
+    def build(cls, *, topic: str, source: str, reason: str, raw: bytes | str, origin: str | None = None,
+              time: datetime | None = None) -> DeadLetter:
+        text = raw if isinstance(raw, str) else raw.decode("utf-8", errors="backslashreplace")
+        reason_line = " ".join(reason.split())[:1000]
+        return cls(
+            id=event_id("dlq", topic, source, origin, text),
+            topic=topic, source=source, reason=reason_line, raw=text,
+            time=time or datetime.now(UTC), origin=origin,
+        )
+
+    def to_bytes(self) -> bytes:
+        return orjson.dumps(self.model_dump(mode="json"))

@@ -1,0 +1,39 @@
+"""What every parser returns, and the one error that means "this is not my format at all".
+
+Parsers are pure functions ``parse(text_or_bytes, *, cluster, origin, ...) -> ParseResult``:
+no Kafka, no I/O beyond the input they are given. A record that is malformed becomes a
+:class:`~pipelines.events.DeadLetter` with a one-line reason and its raw text; the parser keeps
+going. Only input that is not that source's format at all raises :class:`NotThisFormat` (the CLI
+turns it into exit code 2 with its one-line message).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pipelines.events import DeadLetter, Envelope, InvalidEvent, validate
+
+
+class NotThisFormat(ValueError):
+    """The input is not the expected source format at all (not merely a bad record)."""
+
+
+@dataclass
+class ParseResult:
+    events: list[Envelope] = field(default_factory=list)
+    dead_letters: list[DeadLetter] = field(default_factory=list)
+
+    def extend(self, other: ParseResult) -> None:
+        self.events.extend(other.events)
+        self.dead_letters.extend(other.dead_letters)
+
+    def add(self, obj: dict[str, object], *, topic: str, source: str, raw: str | bytes,
+            origin: str | None = None) -> None:
+        """Validate ``obj`` into an event, or dead-letter it with the validation reason."""
+        try:
+            self.events.append(validate(obj))
+        except InvalidEvent as exc:
+            self.reject(topic=topic, source=source, reason=str(exc), raw=raw, origin=origin)
+
+    def reject(self, *, topic: str, source: str, reason: str, raw: str | bytes, origin: str | None = None) -> None:
+        self.dead_letters.append(DeadLetter.build(topic=topic, source=source, reason=reason, raw=raw, origin=origin))

@@ -1,0 +1,125 @@
+"""One validated settings object per process.
+
+Read once when a process starts (``get_settings()``), never at import time. Every field is
+documented in ``infra/.env.example``. Secrets come only from the environment and are held as
+``SecretStr`` so they never show up in logs or reprs.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from urllib.parse import urlparse
+
+from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def _alias(name: str) -> AliasChoices:
+    """Accept both the conventional variable name and the GPULEDGER_-prefixed one."""
+    return AliasChoices(name, f"GPULEDGER_{name}")
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="GPULEDGER_", extra="ignore", populate_by_name=True)
+
+    # --- local state -------------------------------------------------------------------------
+    home: Path = Field(default=Path(".gpuledger"), description="pid files, logs, Kafka and chdb data")
+    cluster: str = Field(default="default", description="cluster name stamped on events without one")
+
+    # --- Kafka --------------------------------------------------------------------------------
+    kafka_bootstrap_servers: str | None = Field(
+        default=None, validation_alias=_alias("KAFKA_BOOTSTRAP_SERVERS"),
+        description="external Kafka; when set, `up` starts no broker",
+    )
+    kafka_port: int = 9092
+    kafka_controller_port: int = 9093
+    kafka_heap: str = "768m"
+    kafka_security_protocol: str = Field(default="PLAINTEXT", validation_alias=_alias("KAFKA_SECURITY_PROTOCOL"))
+    kafka_sasl_mechanism: str | None = Field(default=None, validation_alias=_alias("KAFKA_SASL_MECHANISM"))
+    kafka_sasl_username: str | None = Field(default=None, validation_alias=_alias("KAFKA_SASL_USERNAME"))
+    kafka_sasl_password: SecretStr | None = Field(default=None, validation_alias=_alias("KAFKA_SASL_PASSWORD"))
+    kafka_ssl_cafile: str | None = Field(default=None, validation_alias=_alias("KAFKA_SSL_CAFILE"))
+    topic_prefix: str = Field(default="", description="prefix for every topic name (tests isolate with it)")
+
+    # --- ClickHouse ---------------------------------------------------------------------------
+    clickhouse_url: str | None = Field(
+        default=None, validation_alias=_alias("CLICKHOUSE_URL"),
+        description="external ClickHouse, e.g. https://host:8443; when set, `up` starts no endpoint",
+    )
+    clickhouse_user: str = Field(default="default", validation_alias=_alias("CLICKHOUSE_USER"))
+    clickhouse_password: SecretStr = Field(default=SecretStr(""), validation_alias=_alias("CLICKHOUSE_PASSWORD"))
+    clickhouse_database: str = Field(default="gpuledger", validation_alias=_alias("CLICKHOUSE_DATABASE"))
+    clickhouse_host: str = Field(default="127.0.0.1", description="bind address of the embedded endpoint")
+    clickhouse_port: int = 8123
+
+    # --- Prometheus (collector live mode and integration tests) -------------------------------
+    prometheus_url: str | None = Field(default=None, validation_alias=_alias("PROMETHEUS_URL"))
+    prometheus_port: int = 9090
+
+    # --- attribution --------------------------------------------------------------------------
+    window_seconds: int = Field(default=60, ge=1, le=3600)
+    allowed_lateness_seconds: int = Field(default=300, ge=0)
+    stream_workers: int = Field(default=1, ge=0, le=16, description="workers `up` starts in the background")
+
+    @field_validator("clickhouse_url")
+    @classmethod
+    def _check_url(cls, value: str | None) -> str | None:
+        if value is None or value == "":
+            return None
+        parsed = urlparse(value)
+        if parsed.scheme not in ("http", "https") or not parsed.hostname:
+            raise ValueError(f"CLICKHOUSE_URL must be http(s)://host[:port], got {value!r}")
+        return value
+
+    # --- derived ------------------------------------------------------------------------------
+    @property
+    def external_kafka(self) -> bool:
+        return bool(self.kafka_bootstrap_servers)
+
+    @property
+    def external_clickhouse(self) -> bool:
+        return bool(self.clickhouse_url)
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return self.kafka_bootstrap_servers or f"127.0.0.1:{self.kafka_port}"
+
+    @property
+    def clickhouse_endpoint_url(self) -> str:
+        return self.clickhouse_url or f"http://{self.clickhouse_host}:{self.clickhouse_port}"
+
+    @property
+    def run_dir(self) -> Path:
+        return self.home / "run"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.home / "logs"
+
+    def kafka_client_config(self) -> dict[str, object]:
+        """Connection settings shared by kafka-python producers, consumers and admin clients."""
+        config: dict[str, object] = {
+            "bootstrap_servers": self.bootstrap_servers,
+            "security_protocol": self.kafka_security_protocol,
+        }
+        if self.kafka_sasl_mechanism:
+            config["sasl_mechanism"] = self.kafka_sasl_mechanism
+            config["sasl_plain_username"] = self.kafka_sasl_username
+            config["sasl_plain_password"] = (
+                self.kafka_sasl_password.get_secret_value() if self.kafka_sasl_password else None
+            )
+        if self.kafka_ssl_cafile:
+            config["ssl_cafile"] = self.kafka_ssl_cafile
+        return config
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process's settings, read from the environment on first use."""
+    return Settings()
+
+
+def reset_settings() -> None:
+    """Forget the cached settings (tests that change the environment call this)."""
+    get_settings.cache_clear()

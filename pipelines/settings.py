@@ -15,6 +15,10 @@ from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
+# state lives beside the checkout by default, whatever the working directory
+DEFAULT_HOME = Path(__file__).resolve().parent.parent / ".gpuledger"
+
+
 def _alias(name: str) -> AliasChoices:
     """Accept both the conventional variable name and the GPULEDGER_-prefixed one."""
     return AliasChoices(name, f"GPULEDGER_{name}")
@@ -24,7 +28,7 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="GPULEDGER_", extra="ignore", populate_by_name=True)
 
     # --- local state -------------------------------------------------------------------------
-    home: Path = Field(default=Path(".gpuledger"), description="pid files, logs, Kafka and chdb data")
+    home: Path = Field(default=DEFAULT_HOME, description="pid files, logs, Kafka and chdb data")
     cluster: str = Field(default="default", description="cluster name stamped on events without one")
 
     # --- Kafka --------------------------------------------------------------------------------
@@ -70,6 +74,13 @@ class Settings(BaseSettings):
         parsed = urlparse(value)
         if parsed.scheme not in ("http", "https") or not parsed.hostname:
             raise ValueError(f"CLICKHOUSE_URL must be http(s)://host[:port], got {value!r}")
+        return value
+
+    @field_validator("clickhouse_database", "topic_prefix")
+    @classmethod
+    def _check_identifier(cls, value: str) -> str:
+        if value and not all(ch.isalnum() or ch in "_.-" for ch in value):
+            raise ValueError(f"only letters, digits, '_', '.' and '-' are allowed, got {value!r}")
         return value
 
     # --- derived ------------------------------------------------------------------------------

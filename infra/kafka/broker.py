@@ -1,0 +1,162 @@
+"""The local Apache Kafka broker: jars from Maven Central, KRaft storage, topics.
+
+Start-up order (each step idempotent):
+1. ``ensure_jars``  — ``mvn dependency:copy-dependencies`` into ``infra/kafka/lib`` when missing.
+2. ``render_config`` — ``server.properties`` under ``$GPULEDGER_HOME/kafka`` from the template.
+3. ``format_storage`` — ``kafka.tools.StorageTool format`` once (skipped when meta.properties exists).
+4. the broker process (``kafka.Kafka``), supervised by ``infra.process``.
+5. ``ensure_topics`` — creates missing topics with the registry's partition counts.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import uuid
+from pathlib import Path
+
+from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
+from kafka.admin import NewTopic
+from kafka.errors import KafkaError, TopicAlreadyExistsError
+
+from infra.errors import MissingDependency, ServiceError
+from infra.process import Service
+from pipelines.settings import Settings
+from pipelines.topics import all_physical_topics
+
+KAFKA_DIR = Path(__file__).resolve().parent
+LIB_DIR = KAFKA_DIR / "lib"
+
+
+def ensure_jars() -> None:
+    if any(LIB_DIR.glob("kafka_2.13-*.jar")):
+        return
+    if shutil.which("mvn") is None:
+        raise MissingDependency("Maven (mvn) is needed to fetch the Kafka broker jars: run scripts/setup.sh")
+    result = subprocess.run(  # noqa: S603
+        ["mvn", "-q", "-B", "-f", str(KAFKA_DIR / "pom.xml"), "dependency:copy-dependencies"],
+        capture_output=True, text=True, check=False,
+    )
+    if result.returncode != 0 or not any(LIB_DIR.glob("kafka_2.13-*.jar")):
+        raise MissingDependency(f"fetching Kafka jars failed: {(result.stdout + result.stderr)[-400:]}")
+
+
+def _data_dir(settings: Settings) -> Path:
+    return (settings.home / "kafka").resolve()
+
+
+def render_config(settings: Settings) -> Path:
+    data = _data_dir(settings)
+    data.mkdir(parents=True, exist_ok=True)
+    template = (KAFKA_DIR / "server.properties.template").read_text()
+    text = template.format(
+        port=settings.kafka_port, controller_port=settings.kafka_controller_port,
+        log_dirs=str(data / "log"),
+    )
+    path = data / "server.properties"
+    path.write_text(text)
+    return path
+
+
+def _java() -> str:
+    java = shutil.which("java")
+    if java is None:
+        raise MissingDependency("Java 17 is needed for the Kafka broker: run scripts/setup.sh")
+    return java
+
+
+def _classpath() -> str:
+    return str(LIB_DIR / "*")
+
+
+def format_storage(settings: Settings, config: Path) -> None:
+    if (_data_dir(settings) / "log" / "meta.properties").exists():
+        return
+    cluster_id = _cluster_id()
+    result = subprocess.run(  # noqa: S603
+        [_java(), "-cp", _classpath(), "kafka.tools.StorageTool", "format", "-t", cluster_id,
+         "-c", str(config), "--ignore-formatted"],
+        capture_output=True, text=True, check=False,
+    )
+    if result.returncode != 0:
+        raise ServiceError(f"formatting Kafka storage failed: {(result.stdout + result.stderr).strip()[-400:]}")
+
+
+def _cluster_id() -> str:
+    import base64
+
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def broker_service(settings: Settings) -> Service:
+    ensure_jars()
+    config = render_config(settings)
+    format_storage(settings, config)
+    argv = [
+        _java(), f"-Xms256m", f"-Xmx{settings.kafka_heap}", "-XX:+UseG1GC", "-Djava.awt.headless=true",
+        f"-Dlog4j2.configurationFile={KAFKA_DIR / 'log4j2.properties'}",
+        "-cp", _classpath(), "kafka.Kafka", str(config),
+    ]
+    return Service(
+        name="kafka", argv=argv, run_dir=settings.run_dir.resolve(), log_dir=settings.log_dir.resolve(),
+        ready=lambda: broker_answers(settings), start_timeout_s=90.0, stop_timeout_s=30.0,
+    )
+
+
+def broker_answers(settings: Settings, timeout_s: float = 2.0) -> bool:
+    """True when the broker accepts connections and serves metadata."""
+    host, _, port = settings.bootstrap_servers.split(",")[0].rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout_s):
+            pass
+    except OSError:
+        return False
+    try:
+        admin = KafkaAdminClient(**settings.kafka_client_config(), request_timeout_ms=int(timeout_s * 1000) + 3000)
+    except KafkaError:
+        return False
+    try:
+        admin.list_topics()
+        return True
+    except KafkaError:
+        return False
+    finally:
+        admin.close()
+
+
+def ensure_topics(settings: Settings) -> list[str]:
+    """Create the registry's topics that are missing; returns the names created."""
+    admin = KafkaAdminClient(**settings.kafka_client_config())
+    try:
+        existing = set(admin.list_topics())
+        wanted = [
+            NewTopic(name, partitions, 1, topic_configs={"cleanup.policy": "compact"} if compacted else {})
+            for name, partitions, compacted in all_physical_topics(settings)
+            if name not in existing
+        ]
+        if wanted:
+            try:
+                admin.create_topics(wanted)
+            except TopicAlreadyExistsError:
+                pass
+        return [t.name for t in wanted]
+    finally:
+        admin.close()
+
+
+def end_offsets(settings: Settings) -> dict[str, int]:
+    """Total end offset (messages written) of each registry topic present on the broker."""
+    consumer = KafkaConsumer(**settings.kafka_client_config())
+    try:
+        present = consumer.topics()
+        out: dict[str, int] = {}
+        for name, _, _ in all_physical_topics(settings):
+            if name not in present:
+                continue
+            parts = consumer.partitions_for_topic(name) or set()
+            offsets = consumer.end_offsets([TopicPartition(name, p) for p in parts])
+            out[name] = sum(offsets.values())
+        return out
+    finally:
+        consumer.close()

@@ -1,0 +1,176 @@
+"""`gpuledger up | down | status`: the local services and what they hold.
+
+``up`` starts, in order, what is not configured as external: the Kafka broker (then creates the
+registry's topics), the ClickHouse endpoint (then applies the DDL migrations), and the background
+stream workers. Each step is idempotent, so ``up`` twice is harmless. ``down`` stops exactly what
+``up`` started, by pid file, in reverse order.
+"""
+
+from __future__ import annotations
+
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from infra.errors import ServiceError
+from infra.kafka import broker
+from infra.process import Service, read_pid, start, stop
+from pipelines.settings import Settings
+from sql.client import get_client, server_client
+from sql.migrate import MigrationReport, migrate
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+Say = Callable[[str], None]
+
+
+def _quiet(_: str) -> None:
+    return None
+
+
+def endpoint_service(settings: Settings) -> Service:
+    argv = [
+        sys.executable, "-m", "infra.clickhouse.endpoint",
+        "--data", str((settings.home / "chdb").resolve()),
+        "--host", settings.clickhouse_host, "--port", str(settings.clickhouse_port),
+    ]
+    return Service(
+        name="clickhouse", argv=argv, run_dir=settings.run_dir.resolve(), log_dir=settings.log_dir.resolve(),
+        ready=lambda: endpoint_answers(settings), cwd=REPO_ROOT, start_timeout_s=60.0,
+    )
+
+
+def worker_service(settings: Settings, index: int) -> Service:
+    argv = [sys.executable, "-m", "streams", "worker", "--index", str(index)]
+    return Service(
+        name=f"worker-{index}", argv=argv, run_dir=settings.run_dir.resolve(),
+        log_dir=settings.log_dir.resolve(), ready=lambda: True, cwd=REPO_ROOT, start_timeout_s=5.0,
+    )
+
+
+def endpoint_answers(settings: Settings, timeout_s: float = 2.0) -> bool:
+    try:
+        with urllib.request.urlopen(settings.clickhouse_endpoint_url.rstrip("/") + "/ping", timeout=timeout_s) as r:  # noqa: S310
+            return bool(r.status == 200)
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+@dataclass
+class UpReport:
+    started: list[str] = field(default_factory=list)
+    running: list[str] = field(default_factory=list)
+    external: list[str] = field(default_factory=list)
+    topics_created: list[str] = field(default_factory=list)
+    migrations: MigrationReport | None = None
+
+
+def up(settings: Settings, say: Say = _quiet, workers: int | None = None) -> UpReport:
+    report = UpReport()
+    if settings.external_kafka:
+        report.external.append(f"kafka {settings.bootstrap_servers}")
+        if not broker.broker_answers(settings, timeout_s=5.0):
+            raise ServiceError(f"Kafka at {settings.bootstrap_servers} does not answer")
+    else:
+        say("starting Kafka broker")
+        _, now = start(broker.broker_service(settings))
+        (report.started if now else report.running).append("kafka")
+    say("creating topics")
+    report.topics_created = broker.ensure_topics(settings)
+    if settings.external_clickhouse:
+        report.external.append(f"clickhouse {settings.clickhouse_endpoint_url}")
+        if not endpoint_answers(settings, timeout_s=5.0):
+            raise ServiceError(f"ClickHouse at {settings.clickhouse_endpoint_url} does not answer on /ping")
+    else:
+        say("starting ClickHouse endpoint")
+        _, now = start(endpoint_service(settings))
+        (report.started if now else report.running).append("clickhouse")
+    say("applying migrations")
+    report.migrations = apply_migrations(settings)
+    count = settings.stream_workers if workers is None else workers
+    if count and _streams_available():
+        for index in range(count):
+            say(f"starting stream worker {index}")
+            _, now = start(worker_service(settings, index))
+            (report.started if now else report.running).append(f"worker-{index}")
+    return report
+
+
+def _streams_available() -> bool:
+    return (REPO_ROOT / "streams" / "__main__.py").exists()
+
+
+def apply_migrations(settings: Settings) -> MigrationReport:
+    admin = server_client(settings)
+    admin.command(f"CREATE DATABASE IF NOT EXISTS `{settings.clickhouse_database}`")
+    client = get_client(settings)
+    try:
+        return migrate(admin, client, settings.clickhouse_database)
+    finally:
+        client.close()
+        admin.close()
+
+
+def down(settings: Settings, say: Say = _quiet) -> list[str]:
+    stopped: list[str] = []
+    for service in _local_services(settings, include_workers=True)[::-1]:
+        if stop(service):
+            say(f"stopped {service.name}")
+            stopped.append(service.name)
+    return stopped
+
+
+def _local_services(settings: Settings, include_workers: bool) -> list[Service]:
+    """Pid-file handles of the services this home may run (no side effects, no downloads)."""
+    services = []
+    if not settings.external_kafka:
+        services.append(Service("kafka", [], settings.run_dir.resolve(), settings.log_dir.resolve(), lambda: True))
+    if not settings.external_clickhouse:
+        services.append(endpoint_service(settings))
+    if include_workers:
+        for pid_file in sorted(settings.run_dir.glob("worker-*.pid")):
+            services.append(Service(pid_file.stem, [], settings.run_dir.resolve(), settings.log_dir.resolve(),
+                                    lambda: True))
+    return services
+
+
+def status(settings: Settings) -> dict[str, Any]:
+    """Services with their state, topics with end offsets, tables with row counts, dead letters."""
+    services: dict[str, Any] = {}
+    for service in _local_services(settings, include_workers=True):
+        pid = read_pid(service)
+        services[service.name] = {"running": pid is not None, "pid": pid}
+    kafka_ok = broker.broker_answers(settings)
+    ch_ok = endpoint_answers(settings)
+    services["kafka"] = {**services.get("kafka", {}), "answers": kafka_ok, "address": settings.bootstrap_servers}
+    services["clickhouse"] = {**services.get("clickhouse", {}), "answers": ch_ok,
+                              "address": settings.clickhouse_endpoint_url}
+    result: dict[str, Any] = {"services": services, "topics": {}, "tables": {}, "dead_letters": {}}
+    if kafka_ok:
+        result["topics"] = broker.end_offsets(settings)
+    if ch_ok:
+        result["tables"], result["dead_letters"] = _table_counts(settings)
+    return result
+
+
+def _table_counts(settings: Settings) -> tuple[dict[str, int], dict[str, int]]:
+    client = get_client(settings, database="default")
+    try:
+        rows = client.query(
+            "SELECT name, total_rows FROM system.tables WHERE database = {db:String} ORDER BY name",
+            parameters={"db": settings.clickhouse_database},
+        ).result_rows
+        tables = {str(name): int(count or 0) for name, count in rows}
+        dlq: dict[str, int] = {}
+        if "dead_letters" in tables:
+            dlq_rows = client.query(
+                f"SELECT topic, count() FROM `{settings.clickhouse_database}`.dead_letters FINAL GROUP BY topic"
+            ).result_rows
+            dlq = {str(t): int(c) for t, c in dlq_rows}
+        return tables, dlq
+    finally:
+        client.close()

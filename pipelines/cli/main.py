@@ -1,0 +1,50 @@
+"""The ``gpuledger`` command: one Typer app, subcommands registered from sibling modules.
+
+Errors the user can act on print as one line on stderr (``error: …``) with exit code 1, or 2 for
+input that is not the expected format; never a traceback (set GPULEDGER_DEBUG=1 to see one).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import typer
+
+from pipelines.cli import check_cmd, services_cmd
+
+app = typer.Typer(
+    name="gpuledger",
+    help="Who used which GPU-seconds, how much was useful, what it cost, and which idle time and "
+    "failures burned money — for Kubernetes and Slurm GPU clusters, rebuilt from a replayable log.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+services_cmd.register(app)
+app.command(help="Round-trip a probe through Kafka and ClickHouse and show it.")(check_cmd.check)
+
+
+class UsageFailure(Exception):
+    """Raised by commands for input that is not the expected format (exit 2)."""
+
+
+def main() -> None:
+    try:
+        app()
+    except SystemExit:
+        raise
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        raise SystemExit(130) from None
+    except Exception as exc:  # the CLI boundary: one clear line instead of a traceback
+        if os.environ.get("GPULEDGER_DEBUG"):
+            raise
+        code = 2 if type(exc).__name__ in ("NotThisFormat", "UsageFailure") else 1
+        message = " ".join(str(exc).split()) or type(exc).__name__
+        sys.stderr.write(f"error: {message}\n")
+        raise SystemExit(code) from None
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs everything gpuledger needs on a fresh Debian machine, idempotently and quickly the
+# second time: Debian packages (Java 17, Maven, Prometheus), the virtualenv at .venv with the
+# project and its dev tools, and the Kafka broker jars from Maven Central (infra/kafka/lib).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+command -v java >/dev/null 2>&1 || need_apt+=(openjdk-17-jre-headless)
+command -v mvn >/dev/null 2>&1 || need_apt+=(maven)
+command -v prometheus >/dev/null 2>&1 || need_apt+=(prometheus)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  echo "setup: installing Debian packages: ${need_apt[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+  # the Debian prometheus package may start a system service; gpuledger runs its own
+  (systemctl stop prometheus >/dev/null 2>&1 || service prometheus stop >/dev/null 2>&1 || true)
+fi
+
+PYTHON="${PYTHON:-python3.11}"
+command -v "$PYTHON" >/dev/null 2>&1 || PYTHON=python3
+if [ ! -x .venv/bin/python ]; then
+  echo "setup: creating .venv"
+  "$PYTHON" -m venv .venv
+fi
+stamp=.venv/.gpuledger-deps
+want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  echo "setup: installing Python packages into .venv"
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -e '.[dev]'
+  echo "$want" > "$stamp"
+fi
+
+if ! ls infra/kafka/lib/kafka_2.13-*.jar >/dev/null 2>&1; then
+  echo "setup: fetching the Kafka broker jars with Maven"
+  mvn -q -B -f infra/kafka/pom.xml dependency:copy-dependencies
+fi
+echo "setup: ready"

@@ -1,0 +1,34 @@
+"""The one way gpuledger talks to ClickHouse: clickhouse-connect over HTTP.
+
+Locally that is the embedded chdb endpoint (``infra/clickhouse``); in production a ClickHouse
+server or cloud service (``CLICKHOUSE_URL``, user and password from the environment).
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlparse
+
+import clickhouse_connect
+from clickhouse_connect.driver.client import Client
+
+from pipelines.settings import Settings
+
+
+def get_client(settings: Settings, database: str | None = None, **kwargs: object) -> Client:
+    """A client bound to ``database`` (default: the configured one, created by migrations)."""
+    url = urlparse(settings.clickhouse_endpoint_url)
+    secure = url.scheme == "https"
+    port = url.port or (8443 if secure else 8123)
+    return clickhouse_connect.get_client(
+        host=url.hostname, port=port, secure=secure,
+        username=settings.clickhouse_user,
+        password=settings.clickhouse_password.get_secret_value(),
+        database=database if database is not None else settings.clickhouse_database,
+        connect_timeout=10, send_receive_timeout=300,
+        **kwargs,
+    )
+
+
+def server_client(settings: Settings) -> Client:
+    """A client on the server's default database (for CREATE DATABASE and health checks)."""
+    return get_client(settings, database="default")

@@ -1,0 +1,64 @@
+"""Apply ``sql/ddl/NNNN_*.sql`` idempotently, recording each in ``schema_migrations``.
+
+Every DDL statement is itself idempotent (``IF NOT EXISTS``), so a migration interrupted half-way
+is simply applied again. A recorded migration whose file changed is reported, not re-applied:
+schema changes go into a new numbered file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from clickhouse_connect.driver.client import Client
+
+from sql import ddl_files, split_statements
+
+MIGRATIONS_TABLE = """
+CREATE TABLE IF NOT EXISTS schema_migrations
+(
+    version UInt32,
+    name String,
+    checksum String,
+    applied_at DateTime64(3, 'UTC') DEFAULT now64(3)
+)
+ENGINE = ReplacingMergeTree(applied_at)
+-- one row per migration version; replays of `migrate` collapse on it
+ORDER BY version
+"""
+
+
+@dataclass
+class MigrationReport:
+    applied: list[str]
+    already: list[str]
+    changed: list[str]
+
+
+def migrate(admin: Client, client: Client, database: str) -> MigrationReport:
+    """Create ``database`` if needed and apply pending migrations through ``client`` (bound to it)."""
+    admin.command(f"CREATE DATABASE IF NOT EXISTS {_ident(database)}")
+    client.command(MIGRATIONS_TABLE)
+    done = {
+        int(row[0]): str(row[1])
+        for row in client.query("SELECT version, argMax(checksum, applied_at) FROM schema_migrations GROUP BY version").result_rows
+    }
+    report = MigrationReport([], [], [])
+    for path in ddl_files():
+        version = int(path.name[:4])
+        text = path.read_text()
+        checksum = hashlib.sha256(text.encode()).hexdigest()
+        if version in done:
+            (report.already if done[version] == checksum else report.changed).append(path.name)
+            continue
+        for statement in split_statements(text):
+            client.command(statement)
+        client.insert("schema_migrations", [[version, path.stem, checksum]], column_names=["version", "name", "checksum"])
+        report.applied.append(path.name)
+    return report
+
+
+def _ident(name: str) -> str:
+    if not name.replace("_", "").isalnum():
+        raise ValueError(f"invalid database name {name!r}")
+    return f"`{name}`"

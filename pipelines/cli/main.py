@@ -11,7 +11,7 @@ import sys
 
 import typer
 
-from pipelines.cli import check_cmd, services_cmd
+from pipelines.cli import check_cmd, ingest_cmd, services_cmd
 
 app = typer.Typer(
     name="gpuledger",
@@ -22,6 +22,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 services_cmd.register(app)
+ingest_cmd.register(app)
 app.command(help="Round-trip a probe through Kafka and ClickHouse and show it.")(check_cmd.check)
 
 

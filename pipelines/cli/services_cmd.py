@@ -19,6 +19,7 @@ def register(app: typer.Typer) -> None:
     app.command(help="Stop exactly what `up` started (by pid file).")(down)
     app.command(help="Services, topics with end offsets, tables with row counts, dead letters.")(status)
     app.command(help="Apply the SQL migrations in sql/ddl (also done by `up`).")(migrate)
+    app.command(help="Run one stream worker in the foreground (`up` starts them in the background).")(stream)
 
 
 def up(
@@ -90,3 +91,13 @@ def migrate() -> None:
     console.print(f"applied {len(report.applied)}, already applied {len(report.already)}")
     for name in report.changed:
         console.print(f"[yellow]changed since applied:[/] {name}")
+
+
+def stream(
+    index: Annotated[int, typer.Option(help="worker number (for logs)")] = 0,
+    loglevel: Annotated[str, typer.Option(help="crit, error, warn, info or debug")] = "warn",
+) -> None:
+    """Run one stream worker in the foreground (same consumer group as every other worker)."""
+    from streams.__main__ import main as worker_main
+
+    worker_main(["worker", "--index", str(index), "--loglevel", loglevel])

@@ -48,6 +48,8 @@ CREATE TABLE IF NOT EXISTS raw_scheduler_allocations
     attempt UInt16,
     node LowCardinality(String),
     state LowCardinality(String),
+    start_time Nullable(DateTime64(3, 'UTC')),
+    end_time Nullable(DateTime64(3, 'UTC')),
     payload String CODEC(ZSTD(3)),
     ingested_at DateTime64(3, 'UTC') DEFAULT now64(3)
 )

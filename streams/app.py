@@ -1,0 +1,124 @@
+"""The one Faust app of gpuledger's stream workers.
+
+Agents are thin glue (the maths lives in ``streams.attribution``):
+
+* one raw-sink agent per data topic: batches of messages → validated rows in the warehouse,
+  invalid messages → dead letters; acknowledged only after the insert (at-least-once);
+* a timer that closes and corrects attribution windows for the nodes whose partitions this
+  worker owns (``gpu.metrics`` and ``scheduler.allocations`` are co-partitioned by ``cluster/node``).
+
+Every warehouse call runs on one dedicated thread, so the event loop never blocks and the
+clickhouse-connect client is never shared between threads. Delivery is at-least-once with
+idempotent, versioned facts; Faust's exactly_once mode is not used.
+
+Settings are read when the worker process starts (``create_app``); ``faust -A streams.app worker``
+works too, through the module attribute ``app`` created on first access.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import faust
+from kafka.partitioner.default import murmur2
+
+from pipelines import events as ev
+from pipelines.producer import EventProducer
+from pipelines.settings import Settings, get_settings
+from pipelines.topics import DATA_TOPICS, GPU_METRICS, node_key, physical_name
+from streams.attribution.step import run_step
+from streams.ingest.sink import Message, write_batch
+from streams.store import Warehouse
+
+log = logging.getLogger("gpuledger.streams")
+CONSUMER_GROUP = "gpuledger-streams"
+BATCH_MAX = 2000
+BATCH_WITHIN_S = 0.5
+STEP_INTERVAL_S = 1.0
+
+
+def partition_of(key: bytes, partitions: int) -> int:
+    """Kafka's default partitioner (murmur2), as the producer used it."""
+    return (murmur2(key) & 0x7FFFFFFF) % partitions
+
+
+def create_app(settings: Settings) -> faust.App:
+    app = faust.App(
+        settings.topic_prefix + CONSUMER_GROUP,
+        broker=[f"kafka://{s}" for s in settings.bootstrap_servers.split(",")],
+        store="memory://",
+        datadir=str((settings.home / "faust").resolve()),
+        web_enabled=False,
+        topic_allow_declare=False,
+        topic_disable_leader=True,
+        consumer_auto_offset_reset="earliest",
+        broker_commit_every=BATCH_MAX,
+        broker_commit_interval=1.0,
+        stream_wait_empty=False,
+        producer_compression_type="lz4",
+    )
+    executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="warehouse")
+    warehouse = Warehouse(settings)
+    dlq_producer: list[EventProducer] = []
+
+    def publish_dead_letters(letters: list[ev.DeadLetter]) -> None:
+        if not dlq_producer:
+            dlq_producer.append(EventProducer(settings))
+        for letter in letters:
+            dlq_producer[0].dead_letter(letter)
+        dlq_producer[0].flush()
+
+    async def in_warehouse_thread(fn: Any, *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(executor, fn, *args)
+
+    for topic in DATA_TOPICS:
+        _register_sink(app, topic.name, physical_name(topic, settings), in_warehouse_thread, warehouse,
+                       publish_dead_letters)
+
+    metrics_topic = physical_name(GPU_METRICS, settings)
+
+    def owns(cluster: str, node: str) -> bool:
+        assigned = {tp.partition for tp in app.consumer.assignment() if tp.topic == metrics_topic}
+        return partition_of(node_key(cluster, node), GPU_METRICS.partitions) in assigned
+
+    @app.timer(interval=STEP_INTERVAL_S)
+    async def attribution_timer() -> None:
+        try:
+            report = await in_warehouse_thread(run_step, warehouse, settings, owns)
+        except Exception:  # a failed step is retried on the next tick; facts are idempotent
+            log.exception("attribution step failed; retrying next tick")
+            return
+        if report.windows:
+            log.info("attributed %d windows on %d nodes (%d facts)", report.windows, report.nodes, report.facts)
+
+    return app
+
+
+def _register_sink(app: faust.App, logical: str, physical: str, run: Any, warehouse: Warehouse,
+                   publish_dead_letters: Any) -> None:
+    topic = app.topic(physical, key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw")
+
+    async def sink(stream: faust.StreamT) -> None:
+        async for batch in stream.take_events(BATCH_MAX, within=BATCH_WITHIN_S):
+            messages = [Message(logical, e.message.partition, e.message.offset, e.message.value) for e in batch]
+            while True:
+                try:
+                    await run(write_batch, warehouse, messages, publish_dead_letters)
+                    break
+                except Exception:  # warehouse down: keep the batch unacknowledged and retry
+                    log.exception("writing a %s batch failed; retrying", logical)
+                    await asyncio.sleep(2.0)
+
+    sink.__name__ = f"sink_{logical.replace('.', '_')}"
+    app.agent(topic, name=f"gpuledger.sink.{logical}")(sink)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "app":
+        global app
+        app = create_app(get_settings())
+        return app
+    raise AttributeError(name)

@@ -1,0 +1,115 @@
+"""Job attempt facts from placement snapshots and checkpoints (pure).
+
+An attempt is one run of a logical job (docs/ATTRIBUTION.md "Attempts and failure waste"). Its
+placements (one per node) carry the same times and outcome; the attempt's GPU-seconds are the sum
+over its placements of GPU equivalents × held time. Lost work: with a completed checkpoint
+(``finished``) inside the attempt, only the GPU-seconds after the last one are lost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from pipelines.events import AllocationData
+from streams.attribution.resolve import model_of
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    job_id: str
+    attempt: int | None
+    finished: datetime
+
+
+@dataclass(frozen=True)
+class AttemptFact:
+    scheduler: str
+    job_id: str
+    attempt: int
+    logical_job: str
+    job_name: str
+    state: str
+    submit_time: datetime | None
+    start_time: datetime | None
+    end_time: datetime | None
+    outcome: str  # success | failure | running | pending
+    failure_reason: str
+    exit_code: int | None
+    scheduler_state: str
+    nodes: tuple[str, ...]
+    requested_gpus: float
+    gpu_seconds: float
+    queue_seconds: float | None
+    queue_gpu_seconds: float | None
+    last_checkpoint: datetime | None
+    lost_gpu_seconds: float
+    namespace: str
+    account: str
+    user: str
+    queue: str
+    workload_kind: str
+    team_label: str
+    model: str
+
+
+_STATE_RANK = {"pending": 0, "running": 1, "ended": 2}
+
+
+def latest(snapshots: Sequence[tuple[datetime, AllocationData]]) -> AllocationData:
+    """The snapshot that wins: furthest state, then latest event time."""
+    return max(snapshots, key=lambda s: (_STATE_RANK[s[1].state], s[0]))[1]
+
+
+def attempt_fact(placements: Sequence[AllocationData], job_level: AllocationData | None,
+                 checkpoints: Sequence[Checkpoint], previous_end: datetime | None) -> AttemptFact:
+    """One attempt from its latest per-node placements (possibly none yet) and job-level event."""
+    ref = placements[0] if placements else job_level
+    if ref is None:
+        raise ValueError("an attempt needs a placement or a job-level event")
+    submit = min((p.submit_time for p in [*placements, *([job_level] if job_level else [])] if p.submit_time),
+                 default=None)
+    starts = [p.start_time for p in placements if p.start_time]
+    start = min(starts) if starts else None
+    ended = placements and all(p.state == "ended" for p in placements)
+    end = max(p.end_time for p in placements if p.end_time) if ended else None  # type: ignore[type-var]
+    failed = next((p for p in placements if p.outcome == "failure"), None)
+    outcome = ("failure" if failed else "success") if ended else ("running" if placements else "pending")
+    gpu_seconds = 0.0
+    if ended:
+        gpu_seconds = sum(p.gpu_equivalents * (p.end_time - p.start_time).total_seconds()  # type: ignore[operator]
+                          for p in placements)
+    queue_from = previous_end if ref.attempt > 1 and previous_end else submit
+    queue_s = (start - queue_from).total_seconds() if start and queue_from else None
+    requested = max([p.requested_gpus for p in placements] + [job_level.requested_gpus if job_level else 0.0])
+    requested = requested or sum(p.gpu_equivalents for p in placements)
+    last_ckpt = _last_checkpoint(checkpoints, ref.attempt, start, end)
+    lost = 0.0
+    if outcome == "failure" and end is not None:
+        for p in placements:
+            since = max(p.start_time, last_ckpt) if last_ckpt and p.start_time else p.start_time
+            lost += p.gpu_equivalents * max((p.end_time - since).total_seconds(), 0.0)  # type: ignore[operator]
+    final = failed or ref
+    return AttemptFact(
+        scheduler=ref.scheduler, job_id=ref.job_id, attempt=ref.attempt, logical_job=ref.logical_job or ref.job_id,
+        job_name=ref.job_name or "", state="ended" if ended else ref.state, submit_time=submit, start_time=start,
+        end_time=end, outcome=outcome, failure_reason=(failed.failure_reason or "unknown") if failed else "",
+        exit_code=final.exit_code, scheduler_state=final.scheduler_state or "",
+        nodes=tuple(sorted({p.node for p in placements if p.node})), requested_gpus=requested,
+        gpu_seconds=gpu_seconds, queue_seconds=queue_s,
+        queue_gpu_seconds=queue_s * requested if queue_s is not None else None,
+        last_checkpoint=last_ckpt, lost_gpu_seconds=lost,
+        namespace=ref.owner.namespace or "", account=ref.owner.account or "", user=ref.owner.user or "",
+        queue=ref.owner.queue or "", workload_kind=ref.owner.workload_kind,
+        team_label=ref.owner.labels.get("team", ""), model=model_of(ref),
+    )
+
+
+def _last_checkpoint(checkpoints: Sequence[Checkpoint], attempt: int, start: datetime | None,
+                     end: datetime | None) -> datetime | None:
+    if start is None or end is None:
+        return None
+    inside = [c.finished for c in checkpoints
+              if (c.attempt is None or c.attempt == attempt) and start <= c.finished <= end]
+    return max(inside) if inside else None

@@ -1,0 +1,143 @@
+"""Events → warehouse rows (pure): the raw tables are a queryable copy of the log.
+
+Each function returns ``(table, rows)`` with rows as dicts keyed by column. Per-node time ranges
+touched by a batch (``Activity``) tell the attribution timer which windows to (re)compute.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import orjson
+
+from pipelines import events as ev
+from pipelines.gpu_models import model_key
+
+Row = dict[str, Any]
+
+
+@dataclass
+class Activity:
+    """Earliest and latest event time a batch touched on one node, and the kind of data."""
+
+    min_time: datetime
+    max_time: datetime
+    allocations: bool = False
+
+    def add(self, start: datetime, end: datetime, allocations: bool) -> None:
+        self.min_time = min(self.min_time, start)
+        self.max_time = max(self.max_time, end)
+        self.allocations = self.allocations or allocations
+
+
+def _sample_rows(e: ev.GpuMetricsEvent) -> list[Row]:
+    d = e.data
+    return [{
+        "event_id": e.id, "time": e.time, "cluster": e.cluster, "node": d.node, "uuid": g.uuid,
+        "mig_instance": g.mig_instance, "gpu_index": g.index, "gpu_model": model_key(g.model),
+        "mig_profile": g.mig_profile or "", "utilization": g.utilization, "gr_engine_active": g.gr_engine_active,
+        "gpu_util": g.gpu_util, "fb_used_mib": g.fb_used_mib, "power_w": g.power_w, "energy_mj": g.energy_mj,
+        "xid": g.xid, "namespace": g.namespace or "", "pod": g.pod or "", "hpc_job": g.hpc_job or "",
+        "interval_s": d.interval_s,
+    } for g in d.gpus]
+
+
+def _allocation_row(e: ev.AllocationEvent | ev.NodeStateEvent) -> Row:
+    data = e.data
+    if isinstance(data, ev.NodeStateData):
+        return {"event_id": e.id, "type": e.type, "source": e.source, "schema_version": e.schema_version,
+                "time": e.time, "cluster": e.cluster, "scheduler": "", "job_id": "", "attempt": 0,
+                "node": data.node, "state": data.state, "start_time": None, "end_time": None, "payload": orjson.dumps(data.model_dump(mode="json")).decode()}
+    return {"event_id": e.id, "type": e.type, "source": e.source, "schema_version": e.schema_version,
+            "time": e.time, "cluster": e.cluster, "scheduler": data.scheduler, "job_id": data.job_id,
+            "attempt": data.attempt, "node": data.node or "", "state": data.state,
+            "start_time": data.start_time, "end_time": data.end_time,
+            "payload": orjson.dumps(data.model_dump(mode="json")).decode()}
+
+
+def _storage_rows(e: ev.StorageEvent) -> list[Row]:
+    return [{"event_id": e.id, "time": e.time, "cluster": e.cluster, "node": e.data.node, "fs_type": s.fs_type,
+             "device": s.device, "job_id": s.job_id or "", "read_bytes": s.read_bytes, "write_bytes": s.write_bytes}
+            for s in e.data.samples]
+
+
+def _checkpoint_row(e: ev.CheckpointEvent) -> Row:
+    d = e.data
+    return {"event_id": e.id, "cluster": e.cluster, "job_id": d.job_id, "attempt": d.attempt, "kind": d.kind,
+            "path": d.path, "bytes": d.bytes, "started": d.started, "finished": d.finished, "node": d.node or ""}
+
+
+def _benchmark_row(e: ev.BenchmarkRunEvent) -> Row:
+    d = e.data
+    busbws = [r.out_of_place_busbw_gbps for r in d.results if r.out_of_place_busbw_gbps is not None]
+    return {"event_id": e.id, "time": e.time, "cluster": e.cluster, "run_id": d.run_id, "collective": d.collective,
+            "hosts": d.hosts, "ranks": d.ranks, "nccl_version": d.nccl_version or "",
+            "avg_busbw_gbps": d.avg_busbw_gbps, "max_busbw_gbps": max(busbws) if busbws else None,
+            "wrong_total": d.wrong_total, "out_of_bounds": d.out_of_bounds, "ok": d.ok,
+            "payload": orjson.dumps(d.model_dump(mode="json")).decode()}
+
+
+def _org_rows(e: ev.OrgMappingEvent) -> list[Row]:
+    d = e.data
+    rows = []
+    for kind, mapping in (("team_business_unit", d.teams), ("namespace_team", d.namespaces),
+                          ("account_team", d.accounts)):
+        rows.extend({"event_id": e.id, "cluster": e.cluster, "effective_from": d.effective_from, "kind": kind,
+                     "key": k, "value": v} for k, v in mapping.items())
+    return rows
+
+
+def _pricing_rows(e: ev.PricingEvent) -> tuple[list[Row], Row]:
+    d = e.data
+    rates = [{"event_id": e.id, "cluster": e.cluster, "effective_from": d.effective_from, "currency": d.currency,
+              "gpu_model": model, "hourly_rate": rate} for model, rate in d.gpu_hourly.items()]
+    shared = {"event_id": e.id, "cluster": e.cluster, "effective_from": d.effective_from, "currency": d.currency,
+              "network": d.monthly.network, "storage": d.monthly.storage, "support": d.monthly.support,
+              "operations": d.monthly.operations, "idle_policy": d.idle_policy}
+    return rates, shared
+
+
+def dead_letter_row(letter: ev.DeadLetter) -> Row:
+    return {"id": letter.id, "topic": letter.topic, "source": letter.source, "reason": letter.reason,
+            "raw": letter.raw, "origin": letter.origin or "", "time": letter.time}
+
+
+def rows_for(events: list[ev.Envelope]) -> tuple[dict[str, list[Row]], dict[tuple[str, str], Activity]]:
+    """Rows per table, and per (cluster, node) activity, for a batch of validated events."""
+    tables: dict[str, list[Row]] = defaultdict(list)
+    activity: dict[tuple[str, str], Activity] = {}
+
+    def touch(cluster: str, node: str, start: datetime, end: datetime, allocations: bool) -> None:
+        key = (cluster, node)
+        if key in activity:
+            activity[key].add(start, end, allocations)
+        else:
+            activity[key] = Activity(start, end, allocations)
+
+    for e in events:
+        if isinstance(e, ev.GpuMetricsEvent):
+            tables["gpu_samples"].extend(_sample_rows(e))
+            touch(e.cluster, e.data.node, e.time, e.time, False)
+        elif isinstance(e, ev.AllocationEvent | ev.NodeStateEvent):
+            tables["raw_scheduler_allocations"].append(_allocation_row(e))
+            node = e.data.node
+            if node:
+                start = getattr(e.data, "start_time", None) or e.time
+                end = getattr(e.data, "end_time", None) or e.time
+                touch(e.cluster, node, min(start, e.time), max(end, e.time), True)
+        elif isinstance(e, ev.StorageEvent):
+            tables["storage_samples"].extend(_storage_rows(e))
+        elif isinstance(e, ev.CheckpointEvent):
+            tables["checkpoints"].append(_checkpoint_row(e))
+        elif isinstance(e, ev.BenchmarkRunEvent):
+            tables["benchmark_runs"].append(_benchmark_row(e))
+        elif isinstance(e, ev.OrgMappingEvent):
+            tables["org_mappings"].extend(_org_rows(e))
+        elif isinstance(e, ev.PricingEvent):
+            rates, shared = _pricing_rows(e)
+            tables["pricing_rates"].extend(rates)
+            tables["pricing_shared"].append(shared)
+    return dict(tables), activity

@@ -1,0 +1,113 @@
+"""The raw sink: validate a batch of messages, write raw rows, dead letters and activity.
+
+Runs in the worker's single warehouse thread (see ``streams.app``). Follows the flush order in
+``streams.store``: dedupe → insert → (the agent) acknowledge. A message that fails validation is
+a dead letter (warehouse table and ``<topic>.dlq``) with the reason; it never stops the batch.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+import orjson
+
+from pipelines import events as ev
+from streams.attribution.attempts import AttemptFact, Checkpoint, attempt_fact, latest
+from streams.ingest.rows import dead_letter_row, rows_for
+from streams.store import Warehouse, now_seq
+
+
+@dataclass(frozen=True)
+class Message:
+    topic: str  # logical topic name (without prefix)
+    partition: int
+    offset: int
+    value: bytes
+
+
+@dataclass
+class BatchResult:
+    events: int = 0
+    dead_letters: list[ev.DeadLetter] | None = None
+
+
+def decode_batch(messages: Sequence[Message]) -> tuple[list[ev.Envelope], list[ev.DeadLetter]]:
+    """Validate and dedupe by event id; invalid messages become dead letters."""
+    seen: set[str] = set()
+    good: list[ev.Envelope] = []
+    bad: list[ev.DeadLetter] = []
+    for m in messages:
+        try:
+            event = ev.decode(m.value)
+        except ev.InvalidEvent as exc:
+            bad.append(ev.DeadLetter.build(topic=m.topic, source="streams", reason=str(exc), raw=m.value,
+                                           origin=f"{m.topic}:{m.partition}:{m.offset}"))
+            continue
+        if event.id not in seen:
+            seen.add(event.id)
+            good.append(event)
+    return good, bad
+
+
+def write_batch(wh: Warehouse, messages: Sequence[Message],
+                publish_dead_letters: Callable[[list[ev.DeadLetter]], None]) -> BatchResult:
+    events, dead = decode_batch(messages)
+    tables, activity = rows_for(events)
+    for table, rows in tables.items():
+        wh.insert(table, rows)
+    if dead:
+        wh.insert("dead_letters", [dead_letter_row(d) for d in dead])
+        publish_dead_letters(dead)
+    jobs = _touched_jobs(events)
+    for cluster, job_ids in jobs.items():
+        refresh_attempts(wh, cluster, sorted(job_ids))
+    if activity:
+        seq = now_seq()
+        wh.insert("node_activity", [
+            {"cluster": c, "node": n, "min_time": a.min_time, "max_time": a.max_time,
+             "allocations": a.allocations, "seq": seq} for (c, n), a in sorted(activity.items())])
+    return BatchResult(len(events), dead)
+
+
+def _touched_jobs(events: Sequence[ev.Envelope]) -> dict[str, set[str]]:
+    jobs: dict[str, set[str]] = defaultdict(set)
+    for e in events:
+        if isinstance(e.data, ev.AllocationData | ev.CheckpointData):
+            jobs[e.cluster].add(e.data.job_id)
+    return jobs
+
+
+def refresh_attempts(wh: Warehouse, cluster: str, job_ids: Sequence[str]) -> list[AttemptFact]:
+    """Recompute the attempt facts of ``job_ids`` from all their raw events and checkpoints."""
+    rows, checkpoints = wh.attempt_inputs(cluster, job_ids)
+    facts = attempts_from_snapshots(
+        [(t, ev.AllocationData.model_validate(orjson.loads(p))) for t, p in rows], checkpoints)
+    wh.write_attempts(cluster, facts)
+    return facts
+
+
+def attempts_from_snapshots(snapshots: Sequence[tuple[datetime, ev.AllocationData]],
+                            checkpoints: Sequence[Checkpoint]) -> list[AttemptFact]:
+    """Group snapshots by (job, attempt, node), keep the latest of each, and build attempt facts."""
+    by_attempt: dict[tuple[str, str, int], dict[str, list[tuple[datetime, ev.AllocationData]]]] = defaultdict(
+        lambda: defaultdict(list))
+    for t, data in snapshots:
+        by_attempt[(data.scheduler, data.job_id, data.attempt)][data.node or ""].append((t, data))
+    ckpts_by_job: dict[str, list[Checkpoint]] = defaultdict(list)
+    for c in checkpoints:
+        ckpts_by_job[c.job_id].append(c)
+    facts: list[AttemptFact] = []
+    previous_end: dict[tuple[str, str], datetime | None] = {}
+    for key in sorted(by_attempt):
+        scheduler, job_id, attempt = key
+        nodes = by_attempt[key]
+        job_level = latest(nodes[""]) if "" in nodes else None
+        placements = [latest(snaps) for node, snaps in sorted(nodes.items()) if node]
+        fact = attempt_fact(placements, job_level, ckpts_by_job.get(job_id, []),
+                            previous_end.get((scheduler, job_id)))
+        previous_end[(scheduler, job_id)] = fact.end_time
+        facts.append(fact)
+    return facts

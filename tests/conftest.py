@@ -31,14 +31,21 @@ class Endpoints:
 
 
 def _docker_answers() -> bool:
+    if not os.environ.get("DOCKER_HOST") and not os.path.exists("/var/run/docker.sock"):
+        return False
     try:
         import docker
 
         client = docker.from_env(timeout=2)
-        client.ping()
-        return True
     except Exception:  # no engine, no socket, no permission: all mean "not available"
         return False
+    try:
+        client.ping()
+        return True
+    except Exception:
+        return False
+    finally:
+        client.close()
 
 
 def _from_testcontainers(stack: list[object]) -> Endpoints:  # pragma: no cover - needs Docker

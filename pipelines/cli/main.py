@@ -11,7 +11,7 @@ import sys
 
 import typer
 
-from pipelines.cli import check_cmd, ingest_cmd, services_cmd
+from pipelines.cli import check_cmd, ingest_cmd, report_cmd, services_cmd
 
 app = typer.Typer(
     name="gpuledger",
@@ -23,11 +23,8 @@ app = typer.Typer(
 )
 services_cmd.register(app)
 ingest_cmd.register(app)
+report_cmd.register(app)
 app.command(help="Round-trip a probe through Kafka and ClickHouse and show it.")(check_cmd.check)
-
-
-class UsageFailure(Exception):
-    """Raised by commands for input that is not the expected format (exit 2)."""
 
 
 def main() -> None:

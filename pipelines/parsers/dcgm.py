@@ -1,0 +1,283 @@
+"""dcgm-exporter metrics → ``gpu.sample`` events (source ``dcgm``, topic ``gpu.metrics``).
+
+One event per (node, sample time) carries every GPU and MIG instance of that node as
+:class:`~pipelines.events.GpuSample` entries. Id: ``event_id("gpu.sample", cluster, node, time)``;
+event time: the sample time (UTC).
+
+Inputs: dcgm-exporter exposition text (one scrape, or many concatenated scrapes with
+millisecond timestamps) and Prometheus ``query_range`` / ``query`` answers of its series (see
+:mod:`pipelines.parsers.prom`). Metrics read (everything else is ignored)::
+
+    DCGM_FI_PROF_GR_ENGINE_ACTIVE  gr_engine_active   ratio 0–1
+    DCGM_FI_DEV_GPU_UTIL           gpu_util           percent, divided by 100 (absent on MIG)
+    DCGM_FI_PROF_SM_ACTIVE         sm_active          ratio
+    DCGM_FI_PROF_PIPE_TENSOR_ACTIVE tensor_active     ratio
+    DCGM_FI_PROF_DRAM_ACTIVE       dram_active        ratio
+    DCGM_FI_DEV_FB_USED / _FB_FREE fb_used_mib / fb_free_mib
+    DCGM_FI_DEV_POWER_USAGE        power_w
+    DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION energy_mj    counter
+    DCGM_FI_DEV_GPU_TEMP           temperature_c
+    DCGM_FI_DEV_XID_ERRORS         xid                last XID (0 = none)
+
+Version differences accepted:
+
+* Host: ``Hostname`` (released versions), ``hostname`` (newer), else the host part of
+  ``instance``, else the caller's ``node`` hint (labels win over the hint).
+* MIG instances: ``GPU_I_ID`` and ``GPU_I_PROFILE`` beside the parent ``UUID``; the parent GPU's
+  own series (power, temperature, energy) carry no ``GPU_I_*`` labels and give the whole-GPU
+  entry. A profile that is not ``<g>g.<mem>gb`` is a bad record.
+* Kubernetes mapping: ``namespace``/``pod``/``container``, the older ``pod_namespace``/
+  ``pod_name``/``container_name``, and ``exported_*`` (Prometheus renames the exporter's labels so
+  when they collide with the scrape target's). When ``exported_*`` labels exist only they are
+  read; a mapping naming the exporter itself (pod or container containing ``dcgm-exporter``) is the
+  scrape target's own label, not a workload, and is dropped. Slurm mapping: ``hpc_job``. Empty
+  label values are absent.
+* ``err_code``/``err_msg`` on XID series are ignored (the value is the XID).
+
+Rules where the formats are silent:
+
+* Blank sentinels are missing values (``None``), not errors: anything ≥ 9223372036854775792
+  (DCGM_INT64_BLANK and its NOT_FOUND/NOT_SUPPORTED/NOT_PERMISSIONED codes), 2**47 … 2**47+3
+  (DCGM_FP64_BLANK family) and, except on the energy counter, 0x7ffffff0 … 0x7fffffff
+  (DCGM_INT32_BLANK family). ``NaN`` is missing too.
+* Out-of-range values (a ratio outside 0–1, a percent outside 0–100, negative power, memory or
+  energy, a temperature outside −50…200 °C, a non-integral XID) dead-letter that one sample with
+  a reason; the GPU stays in its event with that field ``None``. So does a series without UUID,
+  without any host, or with a non-integer ``GPU_I_ID`` (those cannot be placed at all).
+* The same GPU appears under different label sets over time; samples merge by
+  (node, time, UUID, GPU_I_ID), never by label set. When two series give the same field at the
+  same time, the first in input order wins; labels merge first-non-empty.
+* Exposition lines without a timestamp need ``scrape_time``: the parser never reads the clock
+  (re-parsing must give the same ids), so without it those lines are dead-lettered.
+* ``interval_s``: the hint, else the smallest gap between distinct sample times of the node
+  (the scrape or query step), else ``None``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from pipelines.events import event_id, mig_fraction
+from pipelines.parsers import prom
+from pipelines.parsers.base import NotThisFormat, ParseResult
+from pipelines.topics import GPU_METRICS
+
+SOURCE = "dcgm"
+TOPIC = GPU_METRICS.name
+
+FIELDS: dict[str, tuple[str, str]] = {
+    "DCGM_FI_PROF_GR_ENGINE_ACTIVE": ("gr_engine_active", "ratio"),
+    "DCGM_FI_DEV_GPU_UTIL": ("gpu_util", "percent"),
+    "DCGM_FI_PROF_SM_ACTIVE": ("sm_active", "ratio"),
+    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": ("tensor_active", "ratio"),
+    "DCGM_FI_PROF_DRAM_ACTIVE": ("dram_active", "ratio"),
+    "DCGM_FI_DEV_FB_USED": ("fb_used_mib", "nonneg"),
+    "DCGM_FI_DEV_FB_FREE": ("fb_free_mib", "nonneg"),
+    "DCGM_FI_DEV_POWER_USAGE": ("power_w", "nonneg"),
+    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": ("energy_mj", "counter"),
+    "DCGM_FI_DEV_GPU_TEMP": ("temperature_c", "temp"),
+    "DCGM_FI_DEV_XID_ERRORS": ("xid", "xid"),
+}
+INT64_BLANK = 9223372036854775792.0
+FP64_BLANK = 140737488355328.0
+INT32_BLANK = 2147483632.0
+_DCGM_TEXT = re.compile(r"^[ \t]*(?:#[ \t]*(?:TYPE|HELP)[ \t]+)?DCGM_FI_", re.M)
+_K8S_KEYS = (
+    ("exported_namespace", "exported_pod", "exported_container"),
+    ("namespace", "pod", "container"),
+    ("pod_namespace", "pod_name", "container_name"),
+)
+
+
+def parse(data: bytes | str, *, cluster: str, origin: str | None = None, **hints: Any) -> ParseResult:
+    """Auto-detect exposition text or a Prometheus API answer. Hints: ``scrape_time`` (or
+    ``time``), ``node``, ``interval_s``."""
+    text = prom.as_text(data)
+    if prom.looks_like_json(text):
+        return parse_query_range(text, cluster=cluster, interval_s=hints.get("interval_s"),
+                                 origin=origin, node=hints.get("node"))
+    return parse_exposition(text, cluster=cluster, scrape_time=hints.get("scrape_time") or hints.get("time"),
+                            node=hints.get("node"), interval_s=hints.get("interval_s"), origin=origin)
+
+
+def parse_exposition(text: bytes | str, *, cluster: str, scrape_time: object = None, node: str | None = None,
+                     interval_s: float | None = None, origin: str | None = None) -> ParseResult:
+    """dcgm-exporter exposition text; ``scrape_time`` stamps the lines that carry no timestamp."""
+    text = prom.as_text(text)
+    if not _DCGM_TEXT.search(text):
+        raise NotThisFormat("no DCGM_FI_* metric in the text: not dcgm-exporter output")
+    reading = prom.read_exposition(text, wanted=FIELDS)
+    return _build(reading, cluster=cluster, default_time=prom.time_hint(scrape_time), node=node,
+                  interval_s=_interval(interval_s), origin=origin)
+
+
+def parse_query_range(answer: object, *, cluster: str, interval_s: float | None = None,
+                      origin: str | None = None, node: str | None = None) -> ParseResult:
+    """A Prometheus ``query_range`` (matrix) or ``query`` (vector) answer of dcgm-exporter series."""
+    reading = prom.read_api_answer(answer)
+    ours = [s for s in reading.samples if s.name in FIELDS]
+    if reading.samples and not any(s.name.startswith("DCGM_FI_") for s in reading.samples):
+        raise NotThisFormat("Prometheus answer holds no DCGM_FI_* series")
+    return _build(prom.Reading(ours, reading.bad), cluster=cluster, default_time=None, node=node,
+                  interval_s=_interval(interval_s), origin=origin)
+
+
+@dataclass
+class _Gpu:
+    values: dict[str, Any] = field(default_factory=dict)
+
+    def put(self, key: str, value: Any) -> None:
+        if value is not None and self.values.get(key) is None:
+            self.values[key] = value
+
+
+@dataclass
+class _Group:
+    gpus: dict[tuple[str, int | None], _Gpu] = field(default_factory=dict)
+    raw: list[str] = field(default_factory=list)
+
+
+def _build(reading: prom.Reading, *, cluster: str, default_time: datetime | None, node: str | None,
+           interval_s: float | None, origin: str | None) -> ParseResult:
+    result = ParseResult()
+    for raw, why in reading.bad:
+        result.reject(topic=TOPIC, source=SOURCE, reason=why, raw=raw, origin=origin)
+    groups: dict[tuple[str, datetime], _Group] = {}
+    series: dict[int, _Series | str] = {}  # per label set (samples hold their dicts alive meanwhile)
+    for sample in reading.samples:
+        info = series.get(id(sample.labels))
+        if info is None:
+            info = series[id(sample.labels)] = _series(sample.labels, node)
+        reason = info if isinstance(info, str) else _place(sample, info, groups, default_time)
+        if reason:
+            result.reject(topic=TOPIC, source=SOURCE, reason=f"{sample.name}: {reason}", raw=sample.raw,
+                          origin=origin)
+    times: dict[str, list[datetime]] = {}
+    for host, time in groups:
+        times.setdefault(host, []).append(time)
+    steps = {host: interval_s or prom.min_step(ts) for host, ts in times.items()}
+    for (host, time), group in sorted(groups.items()):
+        step = steps[host]
+        gpus = sorted(group.gpus.values(), key=_gpu_order)
+        obj = {
+            "id": event_id("gpu.sample", cluster, host, time), "source": SOURCE, "type": "gpu.sample",
+            "time": time, "cluster": cluster,
+            "data": {"node": host, "interval_s": step, "gpus": [g.values for g in gpus]},
+        }
+        result.add(obj, topic=TOPIC, source=SOURCE, raw="\n".join(group.raw), origin=origin)
+    return result
+
+
+@dataclass(frozen=True)
+class _Series:
+    host: str
+    uuid: str
+    gi: int | None
+    meta: dict[str, Any]  # index, model, MIG profile, pod mapping, hpc_job: None when absent
+
+
+def _series(labels: dict[str, str], node_hint: str | None) -> _Series | str:
+    """What a label set says about its GPU, or why its samples cannot be placed."""
+    host = prom.host_of(labels) or node_hint
+    if not host:
+        return "no Hostname/hostname/instance label and no node hint"
+    uuid = (labels.get("UUID") or labels.get("uuid") or "").strip()
+    if not uuid:
+        return "series without UUID"
+    gi_text = labels.get("GPU_I_ID", "").strip()
+    gi = prom.small_int(gi_text) if gi_text else None
+    if gi_text and (gi is None or gi < 0):
+        return f"GPU_I_ID is not an integer: {gi_text[:40]!r}"
+    profile = (labels.get("GPU_I_PROFILE", "").strip() or None) if gi is not None else None
+    if profile is not None:
+        try:
+            mig_fraction(profile)
+        except ValueError as exc:
+            return str(exc)
+    index = prom.small_int(labels.get("gpu", "").strip())
+    namespace, pod, container = _k8s_mapping(labels)
+    meta = {"index": index if index is not None and index >= 0 else None,
+            "model": labels.get("modelName", "").strip() or None, "mig_profile": profile,
+            "namespace": namespace, "pod": pod, "container": container,
+            "hpc_job": labels.get("hpc_job", "").strip() or None}
+    return _Series(host, uuid, gi, meta)
+
+
+def _place(sample: prom.Sample, series: _Series, groups: dict[tuple[str, datetime], _Group],
+           default_time: datetime | None) -> str | None:
+    """Put one sample into its (node, time) group; a reason when it has no time or a bad value
+    (the GPU is still recorded as present then)."""
+    time = sample.time or default_time
+    if time is None:
+        return "sample without timestamp and no scrape_time given"
+    group = groups.setdefault((series.host, time), _Group())
+    group.raw.append(sample.raw)
+    gpu = group.gpus.get((series.uuid, series.gi))
+    if gpu is None:
+        gpu = group.gpus[(series.uuid, series.gi)] = _Gpu({"uuid": series.uuid, "mig_instance": series.gi})
+    for key, value in series.meta.items():
+        gpu.put(key, value)
+    key, kind = FIELDS[sample.name]
+    value, reason = convert(kind, sample.value)
+    if reason:
+        return reason
+    gpu.put(key, value)
+    return None
+
+
+def _k8s_mapping(labels: dict[str, str]) -> tuple[str | None, str | None, str | None]:
+    for keys in _K8S_KEYS:
+        if any(k in labels for k in keys):
+            values = tuple(labels.get(k, "").strip() or None for k in keys)
+            if any(v and "dcgm-exporter" in v for v in values[1:]):
+                return None, None, None
+            if keys[0].startswith("exported_") or any(values):
+                return values  # type: ignore[return-value]
+    return None, None, None
+
+
+def convert(kind: str, value: float) -> tuple[float | int | None, str | None]:
+    """``(converted value or None, reason when out of range)`` for one DCGM field value."""
+    if math.isnan(value):
+        return None, None
+    if math.isinf(value):
+        return None, f"value {value} is not finite"
+    if _is_blank(kind, value):
+        return None, None
+    if kind in ("ratio", "percent"):
+        top = 1.0 if kind == "ratio" else 100.0
+        if not -1e-9 <= value <= top * (1 + 1e-9):
+            return None, f"{kind} {value:g} outside 0–{top:g}"
+        return min(max(value / top, 0.0), 1.0), None
+    if kind in ("nonneg", "counter"):
+        return (value, None) if value >= 0 else (None, f"negative value {value:g}")
+    if kind == "temp":
+        return (value, None) if -50.0 <= value <= 200.0 else (None, f"temperature {value:g} °C out of range")
+    if value != int(value) or not 0 <= value < 2**31:
+        return None, f"XID {value:g} is not a non-negative integer"
+    return int(value), None
+
+
+def _is_blank(kind: str, value: float) -> bool:
+    if value >= INT64_BLANK or FP64_BLANK <= value <= FP64_BLANK + 3:
+        return True
+    return kind != "counter" and INT32_BLANK <= value <= 2147483647.0
+
+
+def _gpu_order(gpu: _Gpu) -> tuple[int, str, int]:
+    index = gpu.values.get("index")
+    gi = gpu.values.get("mig_instance")
+    return (index if index is not None else 1 << 30, gpu.values["uuid"], -1 if gi is None else gi)
+
+
+def _interval(value: float | None) -> float | None:
+    if value is None:
+        return None
+    interval = float(value)
+    if not interval > 0 or not math.isfinite(interval):
+        raise ValueError(f"interval_s must be a positive number, got {value!r}")
+    return interval

@@ -1,0 +1,233 @@
+"""Reference data: the org mapping and the prices, as effective-dated events (topic ``org.mappings``).
+
+Both files are YAML: either the keys of one version at the top level, or a ``versions`` list.
+Top-level keys other than ``kind`` and ``versions`` are defaults copied into every version (a
+version's own key wins), e.g. one ``currency`` for all price versions. Each version is complete:
+it is in force from its ``effective_from`` until the next version's, so a reorg or a price change
+is a new version, never an edit of history. ``effective_from`` is a date (midnight UTC) or a
+timestamp (naive means UTC). ``description`` keys are allowed anywhere and ignored.
+
+Org mapping (``kind: org``; example: ``tests/fixtures/reference/org.yaml``)::
+
+    kind: org
+    versions:
+      - effective_from: 2026-01-01
+        business_units:
+          research: {teams: [llm, vision]}      # a team's business unit, listed per unit ...
+        teams:
+          llm: {namespaces: [llm-train], accounts: [llm]}
+          search: {business_unit: product, namespaces: [search]}   # ... or per team
+      - effective_from: 2026-04-01
+        ...
+
+Per version: one ``org.mapping`` event with ``teams`` (team -> business unit), ``namespaces``
+(Kubernetes namespace -> team) and ``accounts`` (Slurm account -> team). A team named in two
+business units, or a namespace/account claimed by two teams, is an error.
+
+Pricing (``kind: pricing``; example: ``tests/fixtures/reference/pricing.yaml``)::
+
+    kind: pricing
+    currency: USD
+    versions:
+      - effective_from: 2026-01-01
+        gpu_hourly: {H100: 2.50, H200: 3.10, A100: 1.60}     # per GPU-hour, by GPU model
+        monthly: {network: 12000, storage: 8000, support: 5000, operations: 15000}
+        idle_policy: spread        # spread | platform | by_allocation
+
+Per version: one ``pricing.rates`` event (:class:`pipelines.events.PricingData`).
+
+A version that fails validation (missing ``effective_from``, negative rate, unknown key, a
+conflict above, a second version with the same ``effective_from``) is a dead letter with the
+reason; the other versions still count. Input that is not YAML, not a mapping, or has no version
+of the expected kind raises ``NotThisFormat``.
+
+Ids: ``event_id(type, cluster, effective_from, content)``: re-ingesting the same file gives the
+same ids; a corrected version for the same date gets a new id and, being later in the log, wins.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime
+from typing import Any
+
+import orjson
+import yaml
+
+from pipelines import topics
+from pipelines.events import event_id
+from pipelines.parsers.base import NotThisFormat, ParseResult
+from pipelines.parsers.sched_events import RECORD_ERRORS, decode_text, parse_rfc3339, raw_text
+
+TOPIC = topics.ORG_MAPPINGS
+ORG_KINDS = frozenset({"org", "org-mapping", "org_mapping", "org.mapping"})
+PRICING_KINDS = frozenset({"pricing", "prices", "pricing.rates"})
+_ORG_KEYS = frozenset({"effective_from", "business_units", "teams", "description"})
+_TEAM_KEYS = frozenset({"business_unit", "namespaces", "accounts", "description"})
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def parse(data: bytes | str, *, cluster: str, origin: str | None = None, **hints: Any) -> ParseResult:
+    """Parse an org mapping or a pricing file, whichever it is."""
+    doc = _load(data)
+    kind = _detect(doc)
+    if kind == "org":
+        return _parse(doc, "org", cluster, origin)
+    if kind == "pricing":
+        return _parse(doc, "pricing", cluster, origin)
+    raise NotThisFormat("not an org mapping or pricing file: no business_units/teams or gpu_hourly found")
+
+
+def parse_org(data: bytes | str, *, cluster: str, origin: str | None = None, **hints: Any) -> ParseResult:
+    doc = _load(data)
+    if _detect(doc) != "org":
+        raise NotThisFormat("not an org mapping: no version with business_units or teams")
+    return _parse(doc, "org", cluster, origin)
+
+
+def parse_pricing(data: bytes | str, *, cluster: str, origin: str | None = None, **hints: Any) -> ParseResult:
+    doc = _load(data)
+    if _detect(doc) != "pricing":
+        raise NotThisFormat("not a pricing file: no version with gpu_hourly")
+    return _parse(doc, "pricing", cluster, origin)
+
+
+def _load(data: bytes | str) -> dict[str, Any]:
+    text = decode_text(data, "reference YAML")
+    try:
+        doc = yaml.load(text, Loader=_LOADER)  # noqa: S506 - a safe loader
+    except (yaml.YAMLError, ValueError, TypeError, RecursionError, OverflowError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise NotThisFormat(f"not reference YAML: {first[:120]}") from None
+    if not isinstance(doc, dict):
+        raise NotThisFormat(f"not reference YAML: top level is {type(doc).__name__}, not a mapping")
+    if "versions" in doc and not isinstance(doc["versions"], list):
+        raise NotThisFormat("not reference YAML: 'versions' is not a list")
+    return doc
+
+
+def _versions(doc: dict[str, Any]) -> list[Any]:
+    defaults = {k: v for k, v in doc.items() if k not in ("kind", "versions")}
+    if "versions" not in doc:
+        return [defaults]
+    return [{**defaults, **v} if isinstance(v, dict) else v for v in doc["versions"]]
+
+
+def _detect(doc: dict[str, Any]) -> str | None:
+    kind = str(doc.get("kind", "")).strip().lower()
+    if kind in ORG_KINDS:
+        return "org"
+    if kind in PRICING_KINDS:
+        return "pricing"
+    if kind:
+        return None
+    versions = [v for v in _versions(doc) if isinstance(v, dict)]
+    if any("gpu_hourly" in v for v in versions):
+        return "pricing"
+    if any("teams" in v or "business_units" in v for v in versions):
+        return "org"
+    return None
+
+
+def _parse(doc: dict[str, Any], kind: str, cluster: str, origin: str | None) -> ParseResult:
+    result = ParseResult()
+    seen: set[datetime] = set()
+    for version in _versions(doc):
+        raw = raw_text(version)
+        try:
+            if not isinstance(version, dict):
+                raise ValueError("version is not a mapping")
+            data = org_data(version) if kind == "org" else pricing_data(version)
+            if data["effective_from"] in seen:
+                raise ValueError(f"a second version effective from {data['effective_from'].isoformat()}")
+            seen.add(data["effective_from"])
+            content = orjson.dumps(data, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS, default=str)
+        except (*RECORD_ERRORS, orjson.JSONEncodeError) as exc:
+            result.reject(topic=TOPIC.name, source=kind, reason=str(exc), raw=raw, origin=origin)
+            continue
+        event_type = "org.mapping" if kind == "org" else "pricing.rates"
+        envelope = {"id": event_id(event_type, cluster, data["effective_from"], content), "source": kind,
+                    "type": event_type, "time": data["effective_from"], "cluster": cluster, "data": data}
+        result.add(envelope, topic=TOPIC.name, source=kind, raw=raw, origin=origin)
+    return result
+
+
+def effective_from(value: Any) -> datetime:
+    """A YAML date (midnight UTC), datetime (naive = UTC) or ISO string."""
+    if isinstance(value, datetime):
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    if isinstance(value, date):
+        return datetime(value.year, value.month, value.day, tzinfo=UTC)
+    if isinstance(value, str) and value.strip():
+        moment = parse_rfc3339(value)
+        if moment is not None:
+            return moment
+    raise ValueError(f"effective_from must be a date or timestamp, got {str(value)[:40]!r}")
+
+
+def org_data(version: dict[str, Any]) -> dict[str, Any]:
+    """One org version -> ``OrgMappingData`` fields; raises ValueError on a conflict or bad shape."""
+    unknown = set(version) - _ORG_KEYS
+    if unknown:
+        raise ValueError(f"unknown org key(s): {', '.join(sorted(map(str, unknown)))}")
+    teams: dict[str, str] = {}
+    for unit, body in _mapping(version.get("business_units"), "business_units").items():
+        unit, body = _name(unit, "business unit name"), _mapping(body, f"business unit {unit}")
+        for team in _names(body.get("teams"), f"business_units.{unit}.teams"):
+            _claim(teams, team, unit, "team", "business unit")
+    namespaces: dict[str, str] = {}
+    accounts: dict[str, str] = {}
+    for team, body in _mapping(version.get("teams"), "teams").items():
+        team, body = _name(team, "team name"), _mapping(body, f"team {team}")
+        unknown = set(body) - _TEAM_KEYS
+        if unknown:
+            raise ValueError(f"unknown key(s) for team {team}: {', '.join(sorted(map(str, unknown)))}")
+        if body.get("business_unit") is not None:
+            _claim(teams, team, _name(body["business_unit"], f"teams.{team}.business_unit"), "team",
+                   "business unit")
+        for namespace in _names(body.get("namespaces"), f"teams.{team}.namespaces"):
+            _claim(namespaces, namespace, team, "namespace", "team")
+        for account in _names(body.get("accounts"), f"teams.{team}.accounts"):
+            _claim(accounts, account, team, "account", "team")
+    return {"effective_from": effective_from(version.get("effective_from")), "teams": teams,
+            "namespaces": namespaces, "accounts": accounts}
+
+
+def pricing_data(version: dict[str, Any]) -> dict[str, Any]:
+    """One pricing version -> ``PricingData`` fields (the model validates rates and policy)."""
+    fields = {k: v for k, v in version.items() if k != "description"}
+    fields["effective_from"] = effective_from(fields.get("effective_from"))
+    rates = _mapping(fields.get("gpu_hourly"), "gpu_hourly")
+    if not rates:
+        raise ValueError("gpu_hourly must name at least one GPU model")
+    fields["gpu_hourly"] = {str(model): rate for model, rate in rates.items()}
+    return fields
+
+
+def _claim(table: dict[str, str], key: str, owner: str, what: str, owner_kind: str) -> None:
+    if table.get(key, owner) != owner:
+        raise ValueError(f"{what} {key!r} is in two {owner_kind}s: {table[key]!r} and {owner!r}")
+    table[key] = owner
+
+
+def _mapping(value: Any, what: str) -> dict[Any, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValueError(f"{what} must be a mapping")
+    return value
+
+
+def _names(value: Any, what: str) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list):
+        raise ValueError(f"{what} must be a list of names")
+    return [_name(item, what) for item in value]
+
+
+def _name(value: Any, what: str) -> str:
+    if isinstance(value, bool) or not isinstance(value, str | int) or not str(value).strip():
+        raise ValueError(f"{what} must hold non-empty names, got {str(value)[:40]!r}")
+    return str(value).strip()

@@ -1,0 +1,118 @@
+"""Helpers shared by the scheduler parsers (Slurm, Kubernetes): envelopes, times, raw text.
+
+Allocation events are *state-carrying*: every placement event holds the whole state of the
+placement (owner, GPUs, times, outcome), so downstream keeps the latest per placement by
+(type order pending < running < ended, event time) and never needs to merge partial updates.
+
+Ids come from the natural key ``(type, cluster, scheduler, job_id, attempt, node)``: the same
+input parsed twice gives the same ids, and a placement seen running in one poll and ended in a
+later one gives two distinct ids (one per type).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+
+from pipelines.events import Envelope, InvalidEvent, event_id, validate
+from pipelines.parsers.base import NotThisFormat, ParseResult
+
+# What a malformed record can raise while a parser picks it apart; caught per record and turned
+# into a dead letter, so one bad record never stops the rest of the file.
+RECORD_ERRORS: tuple[type[Exception], ...] = (
+    ValueError, TypeError, KeyError, AttributeError, IndexError, ArithmeticError, RecursionError,
+)
+
+TYPE_ORDER = {"allocation.pending": 0, "allocation.running": 1, "allocation.ended": 2}
+
+
+def decode_text(data: bytes | str, what: str) -> str:
+    """The input as text; undecodable bytes mean the input is not ``what`` at all."""
+    if isinstance(data, str):
+        return data
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise NotThisFormat(f"not {what}: input is {type(data).__name__}, not text")
+    try:
+        return bytes(data).decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise NotThisFormat(f"not {what}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+
+
+def raw_text(obj: object) -> str:
+    """A record as one line of JSON for a dead letter (never fails)."""
+    if isinstance(obj, str):
+        return obj
+    try:
+        return orjson.dumps(obj, option=orjson.OPT_NON_STR_KEYS, default=str).decode()
+    except (TypeError, ValueError, orjson.JSONEncodeError):
+        return repr(obj)
+
+
+def from_epoch(seconds: float) -> datetime:
+    """UTC datetime of a Unix timestamp; out-of-range values raise ``ValueError``."""
+    try:
+        return datetime.fromtimestamp(seconds, tz=UTC)
+    except (OverflowError, OSError, ValueError) as exc:
+        raise ValueError(f"timestamp {seconds!r} out of range") from exc
+
+
+def parse_rfc3339(value: object) -> datetime | None:
+    """An RFC 3339 / ISO 8601 timestamp (``Z`` or offset; naive taken as UTC); None if empty."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, datetime):
+        moment = value
+    elif isinstance(value, str):
+        try:
+            moment = datetime.fromisoformat(value.strip())
+        except ValueError as exc:
+            raise ValueError(f"bad timestamp {value[:40]!r}") from exc
+    else:
+        raise ValueError(f"timestamp must be a string, got {type(value).__name__}")
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC)
+
+
+def hint_time(hints: Mapping[str, Any], name: str = "observed_at") -> datetime | None:
+    """A time given as a parser hint (datetime, ISO string or epoch seconds)."""
+    value = hints.get(name)
+    if value is None:
+        return None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return from_epoch(value)
+    return parse_rfc3339(value)
+
+
+def allocation_envelope(*, source: str, event_type: str, cluster: str, time: datetime,
+                        data: dict[str, Any]) -> dict[str, Any]:
+    """An allocation envelope (unvalidated dict) with its deterministic id."""
+    ident = event_id(event_type, cluster, data["scheduler"], data["job_id"], data.get("attempt", 1),
+                     data.get("node"))
+    return {"id": ident, "source": source, "type": event_type, "time": time, "cluster": cluster, "data": data}
+
+
+def node_state_envelope(*, source: str, cluster: str, node: str, state: str, time: datetime,
+                        reason: str | None) -> dict[str, Any]:
+    """A ``node.state`` envelope; the id is keyed by node, state and time."""
+    return {
+        "id": event_id("node.state", cluster, node, state, time), "source": source, "type": "node.state",
+        "time": time, "cluster": cluster, "data": {"node": node, "state": state, "reason": reason},
+    }
+
+
+def add_record_events(result: ParseResult, objs: list[dict[str, Any]], *, topic: str, source: str,
+                      raw: str, origin: str | None) -> None:
+    """Validate all events of one input record; if any is invalid the whole record is dead-lettered
+    (one dead letter with the first reason), so a record never lands half-applied."""
+    valid: list[Envelope] = []
+    for obj in objs:
+        try:
+            valid.append(validate(obj))
+        except InvalidEvent as exc:
+            result.reject(topic=topic, source=source, reason=f"{obj.get('type')}: {exc}", raw=raw, origin=origin)
+            return
+    result.events.extend(valid)

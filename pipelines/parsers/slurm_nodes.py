@@ -1,0 +1,99 @@
+"""Slurm node states (``scontrol show nodes --json``, ``sinfo --json``) -> ``node.state`` events.
+
+Accepted shapes:
+
+* ``{"nodes": [{"name": "gpu001", "state": ["IDLE", "DRAIN"], "reason": "xid 79",
+  "reason_changed_at": 1767225600}]}`` — ``scontrol show nodes --json`` and the ``sinfo --json``
+  of Slurm 23.02; ``state`` may also be a string with the flags in ``state_flags`` (older), and
+  ``reason_changed_at`` a ``{"set", "infinite", "number"}`` object (v0.0.40+).
+* ``{"sinfo": [{"nodes": {"nodes": ["gpu[001-002]"]}, "node": {"state": ["IDLE", "DRAIN"]},
+  "reason": {"description": "..", "time": ..}}]}`` — ``sinfo --json`` of v0.0.40+.
+
+State: ``DOWN``, ``INVALID``, ``INVALID_REG`` -> ``down``; ``DRAIN``, ``DRAINED``, ``DRAINING``,
+``FAIL``, ``FAILING`` -> ``drained``; anything else (IDLE, MIXED, ALLOCATED, …) -> ``up``.
+``FUTURE`` nodes (not yet in service) are skipped.
+
+Time: the ``observed_at`` hint (the poll time the live collector passes) when given; otherwise the
+time the reason was set, for a drained or down node. A node that is up and has no poll time
+carries no dated fact and is skipped.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pipelines import topics
+from pipelines.parsers import slurm_fields as f
+from pipelines.parsers.base import ParseResult
+from pipelines.parsers.hostlist import expand
+from pipelines.parsers.sched_events import RECORD_ERRORS, add_record_events, node_state_envelope, raw_text
+
+DOWN = frozenset({"DOWN", "INVALID", "INVALID_REG"})
+DRAINED = frozenset({"DRAIN", "DRAINED", "DRAINING", "FAIL", "FAILING"})
+TOPIC = topics.SCHEDULER_ALLOCATIONS
+
+
+def is_node_document(doc: dict[str, Any]) -> bool:
+    return isinstance(doc.get("nodes"), list) or isinstance(doc.get("sinfo"), list)
+
+
+def parse_nodes(doc: dict[str, Any], *, cluster: str, origin: str | None,
+                observed_at: datetime | None) -> ParseResult:
+    """One ``node.state`` event per node (and per sinfo row's node)."""
+    result = ParseResult()
+    rows = doc.get("nodes") if isinstance(doc.get("nodes"), list) else doc.get("sinfo")
+    for row in rows or []:
+        raw = raw_text(row)
+        try:
+            if not isinstance(row, dict):
+                raise ValueError("node record is not an object")
+            objs = [
+                node_state_envelope(source="slurm", cluster=cluster, node=node, state=state,
+                                    time=time, reason=reason)
+                for node, state, reason, time in _read_row(row, observed_at)
+            ]
+        except RECORD_ERRORS as exc:
+            result.reject(topic=TOPIC.name, source="slurm", reason=str(exc), raw=raw, origin=origin)
+            continue
+        add_record_events(result, objs, topic=TOPIC.name, source="slurm", raw=raw, origin=origin)
+    return result
+
+
+def _read_row(row: dict[str, Any], observed_at: datetime | None) -> list[tuple[str, str, str | None, datetime]]:
+    if isinstance(row.get("node"), dict) or isinstance(row.get("nodes"), dict):  # sinfo v0.0.40+
+        node_obj = row.get("node") if isinstance(row.get("node"), dict) else {}
+        words = _words(node_obj.get("state"), None)
+        reason_obj = row.get("reason") if isinstance(row.get("reason"), dict) else {}
+        reason, changed = f.text(reason_obj.get("description")), f.epoch(reason_obj.get("time"))
+        nodes_obj = row.get("nodes") if isinstance(row.get("nodes"), dict) else {}
+        names = [name for item in nodes_obj.get("nodes") or [] for name in expand(_name(item))]
+    else:
+        words = _words(row.get("state"), row.get("state_flags"))
+        reason, changed = f.text(row.get("reason")), f.epoch(row.get("reason_changed_at"))
+        names = [_name(row.get("name"))]
+    if "FUTURE" in words:
+        return []
+    state = "down" if words & DOWN else "drained" if words & DRAINED else "up"
+    time = observed_at or (changed if state != "up" else None)
+    if time is None:
+        return []
+    return [(name, state, reason if state != "up" else None, time) for name in names]
+
+
+def _words(state: Any, flags: Any) -> set[str]:
+    words = set(f.states(state)) if state not in (None, "", []) else set()
+    if isinstance(state, str):
+        words |= set(state.upper().replace("+", " ").split())  # "IDLE+DRAIN" as older output spells it
+    if isinstance(flags, list):
+        words |= {str(flag).upper() for flag in flags}
+    if not words:
+        raise ValueError("node without a state")
+    return words
+
+
+def _name(value: Any) -> str:
+    name = f.text(value)
+    if name is None:
+        raise ValueError("node without a name")
+    return name

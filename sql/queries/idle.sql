@@ -1,0 +1,18 @@
+-- Idle capacity in [start, end): allocated-but-idle GPU-hours per team / node / GPU model, and the
+-- unallocated and unavailable capacity beside it.
+SELECT
+    multiIf({by:String} = 'node', toString(node), {by:String} = 'gpu_model', toString(gpu_model),
+            {by:String} = 'business_unit', business_unit, team) AS key,
+    sumIf(gpu_seconds - busy_seconds - unobserved_seconds, kind = 'allocated') / 3600 AS allocated_idle_gpu_hours,
+    sumIf(gpu_seconds, kind = 'allocated') / 3600 AS allocated_gpu_hours,
+    sumIf(gpu_seconds, kind = 'unallocated') / 3600 AS unallocated_gpu_hours,
+    sumIf(gpu_seconds, kind = 'unavailable') / 3600 AS unavailable_gpu_hours,
+    if(sumIf(gpu_seconds, kind = 'allocated') > 0,
+       sumIf(gpu_seconds - busy_seconds - unobserved_seconds, kind = 'allocated') / sumIf(gpu_seconds, kind = 'allocated'),
+       0) AS idle_share
+FROM resolved_facts
+WHERE window_start >= {start:DateTime64(3, 'UTC')} AND window_start < {end:DateTime64(3, 'UTC')}
+  AND ({cluster:String} = '' OR cluster = {cluster:String})
+  AND ({by:String} IN ('node', 'gpu_model') OR kind = 'allocated')
+GROUP BY key
+ORDER BY allocated_idle_gpu_hours + unallocated_gpu_hours DESC

@@ -18,6 +18,7 @@ works too, through the module attribute ``app`` created on first access.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -30,7 +31,7 @@ from pipelines.producer import EventProducer
 from pipelines.settings import Settings, get_settings
 from pipelines.topics import DATA_TOPICS, GPU_METRICS, node_key, physical_name
 from streams.attribution.step import run_step
-from streams.ingest.sink import Message, write_batch
+from streams.ingest.sink import Message, write_batch, write_dead_letters
 from streams.store import Warehouse
 
 log = logging.getLogger("gpuledger.streams")
@@ -75,8 +76,10 @@ def create_app(settings: Settings) -> faust.App:
         return await asyncio.get_running_loop().run_in_executor(executor, fn, *args)
 
     for topic in DATA_TOPICS:
-        _register_sink(app, topic.name, physical_name(topic, settings), in_warehouse_thread, warehouse,
-                       publish_dead_letters)
+        _register_sink(app, topic.name, physical_name(topic, settings), in_warehouse_thread,
+                       functools.partial(write_batch, warehouse, publish_dead_letters=publish_dead_letters))
+        _register_sink(app, topic.dlq, physical_name(topic, settings, dlq=True), in_warehouse_thread,
+                       functools.partial(write_dead_letters, warehouse))
 
     metrics_topic = physical_name(GPU_METRICS, settings)
 
@@ -97,8 +100,7 @@ def create_app(settings: Settings) -> faust.App:
     return app
 
 
-def _register_sink(app: faust.App, logical: str, physical: str, run: Any, warehouse: Warehouse,
-                   publish_dead_letters: Any) -> None:
+def _register_sink(app: faust.App, logical: str, physical: str, run: Any, write: Any) -> None:
     topic = app.topic(physical, key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw")
 
     async def sink(stream: faust.StreamT) -> None:
@@ -106,7 +108,7 @@ def _register_sink(app: faust.App, logical: str, physical: str, run: Any, wareho
             messages = [Message(logical, e.message.partition, e.message.offset, e.message.value) for e in batch]
             while True:
                 try:
-                    await run(write_batch, warehouse, messages, publish_dead_letters)
+                    await run(write, messages)
                     break
                 except Exception:  # warehouse down: keep the batch unacknowledged and retry
                     log.exception("writing a %s batch failed; retrying", logical)

@@ -20,6 +20,7 @@ def register(app: typer.Typer) -> None:
     app.command(help="Services, topics with end offsets, tables with row counts, dead letters.")(status)
     app.command(help="Apply the SQL migrations in sql/ddl (also done by `up`).")(migrate)
     app.command(help="Run one stream worker in the foreground (`up` starts them in the background).")(stream)
+    app.command(help="Rebuild every fact by replaying the Kafka topics from offset 0.")(replay)
 
 
 def up(
@@ -101,3 +102,26 @@ def stream(
     from streams.__main__ import main as worker_main
 
     worker_main(["worker", "--index", str(index), "--loglevel", loglevel])
+
+
+def replay(
+    yes: Annotated[bool, typer.Option("--yes", help="confirm: empty the derived tables and rebuild them")] = False,
+) -> None:
+    """Rebuild every fact from the Kafka log: stop the local workers, empty the warehouse's derived
+    tables, rewind the workers' offsets to 0 and start the workers again."""
+    from infra.process import start, stop
+    from infra.services import _local_services, worker_service
+    from streams import replay as replay_mod
+
+    if not yes:
+        raise typer.BadParameter("this empties the facts and rebuilds them from the log; pass --yes")
+    settings = get_settings()
+    workers = [s for s in _local_services(settings, include_workers=True) if s.name.startswith("worker-")]
+    for service in workers:
+        stop(service)
+    replay_mod.truncate(settings)
+    replay_mod.rewind(settings)
+    for index in range(max(len(workers), 1)):
+        start(worker_service(settings, index))
+    console.print(f"replaying from offset 0 with {max(len(workers), 1)} worker(s); "
+                  "`gpuledger status` shows progress")

@@ -38,7 +38,7 @@ import orjson
 
 from pipelines.parsers.base import NotThisFormat, ParseResult
 from pipelines.parsers.kubernetes_tracker import SOURCE, TOPIC, WATCH_TYPES, PodTracker
-from pipelines.parsers.sched_events import decode_text, hint_time, parse_rfc3339, raw_text
+from pipelines.parsers.sched_events import as_dict, decode_text, hint_time, parse_rfc3339, raw_text
 
 GPU_RESOURCES = ("nvidia.com/gpu", "nvidia.com/gpu.shared")
 _DECODER = json.JSONDecoder()
@@ -51,7 +51,8 @@ def parse(data: bytes | str, *, cluster: str, origin: str | None = None, **hints
     values = list(_json_values(text))
     if not any(_shape(value) for value, _, _ in values):
         raise NotThisFormat("not Kubernetes JSON: no pod list, Pod object or watch event found")
-    tracker = PodTracker(cluster=cluster, replicas=hints.get("replicas"), workload_kind=hints.get("workload_kind"))
+    tracker = PodTracker(cluster=cluster, replicas=hints.get("replicas"),
+                         workload_kind=hints.get("workload_kind"))
     if hints.get("devices"):
         tracker.set_devices(hints["devices"])
     observed_at = hint_time(hints)
@@ -117,7 +118,8 @@ def _container_device_ids(container: Any) -> list[str]:
         if not isinstance(device, dict):
             continue
         resource = _either(device, "resource_name", "resourceName")
-        if resource in GPU_RESOURCES or (isinstance(resource, str) and resource.startswith("nvidia.com/mig-")):
+        is_mig = isinstance(resource, str) and resource.startswith("nvidia.com/mig-")
+        if resource in GPU_RESOURCES or is_mig:
             found = _either(device, "device_ids", "deviceIds")
             if isinstance(found, list):
                 ids.extend(d for d in found if isinstance(d, str))
@@ -199,7 +201,7 @@ def _is_pod(item: Any) -> bool:
 
 
 def _creation(pod: dict[str, Any]) -> tuple[datetime, str]:
-    meta = pod.get("metadata") if isinstance(pod.get("metadata"), dict) else {}
+    meta = as_dict(pod.get("metadata"))
     try:
         created = parse_rfc3339(meta.get("creationTimestamp")) or _LAST
     except ValueError:

@@ -47,8 +47,8 @@ QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 JOB_NAME_LABELS = ("batch.kubernetes.io/job-name", "job-name")
 NOISE_LABELS = frozenset({
     "pod-template-hash", "controller-revision-hash", "pod-template-generation", "controller-uid",
-    "batch.kubernetes.io/controller-uid", "statefulset.kubernetes.io/pod-name", "apps.kubernetes.io/pod-index",
-    "batch.kubernetes.io/job-completion-index",
+    "batch.kubernetes.io/controller-uid", "statefulset.kubernetes.io/pod-name",
+    "apps.kubernetes.io/pod-index", "batch.kubernetes.io/job-completion-index",
 })
 NODE_REASONS = frozenset({"NodeLost", "NodeShutdown"})
 NODE_DISRUPTIONS = frozenset({"DeletionByTaintManager", "DeletionByPodGC"})

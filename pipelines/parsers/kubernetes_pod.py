@@ -109,13 +109,15 @@ def read_pod(pod: dict[str, Any], *, replicas: int | None = None) -> PodView | N
     labels = _str_map(meta.get("labels"), "labels")
     deletion = parse_rfc3339(meta.get("deletionTimestamp"))
     grace = meta.get("deletionGracePeriodSeconds")
+    requested = deletion - timedelta(seconds=grace) if deletion and isinstance(grace, int) else deletion
     return PodView(
         namespace=namespace, name=name, uid=meta.get("uid") if isinstance(meta.get("uid"), str) else None,
         created=parse_rfc3339(meta.get("creationTimestamp")), start=parse_rfc3339(status.get("startTime")),
         node=_opt_str(spec.get("nodeName")), deletion=deletion,
-        deletion_requested=deletion - timedelta(seconds=grace) if deletion and _is_int(grace) else deletion,
+        deletion_requested=requested,
         phase=_opt_str(status.get("phase")), reason=_opt_str(status.get("reason")),
-        message=_opt_str(status.get("message")), restart_policy=_opt_str(spec.get("restartPolicy")) or "Always",
+        message=_opt_str(status.get("message")),
+        restart_policy=_opt_str(spec.get("restartPolicy")) or "Always",
         labels=labels, annotations=annotations,
         owner_kind=_opt_str(owner.get("kind")), owner_name=_opt_str(owner.get("name")),
         completion_index=annotations.get("batch.kubernetes.io/job-completion-index")
@@ -209,8 +211,9 @@ def _run(terminated: Any) -> Run | None:
     if (code is not None and not _is_int(code)) or (signal is not None and not _is_int(signal)):
         raise ValueError("terminated state with a non-integer exitCode/signal")
     return Run(started=parse_rfc3339(terminated.get("startedAt")),
-               finished=parse_rfc3339(terminated.get("finishedAt")), reason=_opt_str(terminated.get("reason")),
-               exit_code=code, signal=signal or None, message=_opt_str(terminated.get("message")))
+               finished=parse_rfc3339(terminated.get("finishedAt")),
+               reason=_opt_str(terminated.get("reason")), exit_code=code, signal=signal or None,
+               message=_opt_str(terminated.get("message")))
 
 
 def _latest_time(status: dict[str, Any]) -> datetime | None:
@@ -250,7 +253,8 @@ def _list(value: Any) -> list[Any]:
 def _str_map(value: Any, what: str) -> dict[str, str]:
     if value is None:
         return {}
-    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str)
+                                              for k, v in value.items()):
         raise ValueError(f"{what} must map strings to strings")
     return dict(value)
 

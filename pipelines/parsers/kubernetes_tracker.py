@@ -84,8 +84,9 @@ class PodTracker:
     def __init__(self, *, cluster: str, replicas: int | None = None, workload_kind: str | None = None,
                  max_groups: int = 200_000) -> None:
         if workload_kind is not None and workload_kind not in out.WORKLOAD_KINDS:
-            raise ValueError(f"workload_kind must be one of {sorted(out.WORKLOAD_KINDS)}, got {workload_kind!r}")
-        if replicas is not None and (not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 1):
+            kinds = ", ".join(sorted(out.WORKLOAD_KINDS))
+            raise ValueError(f"workload_kind must be one of {kinds}, not {workload_kind!r}")
+        if replicas is not None and (type(replicas) is not int or replicas < 1):
             raise ValueError(f"replicas must be a positive integer, got {replicas!r}")
         self.cluster = cluster
         self.replicas = replicas
@@ -211,7 +212,8 @@ class PodTracker:
         member = view.uid or view.key
         base = sum(used for name, used in members.items() if name != member)
         members.setdefault(member, 1)
-        state = _PodState(uid=view.uid, group=group, member=member, base=base, logical=logical, job_name=job_name)
+        state = _PodState(uid=view.uid, group=group, member=member, base=base, logical=logical,
+                          job_name=job_name)
         self._pods[view.key] = state
         return state
 
@@ -222,14 +224,16 @@ class PodTracker:
                 "owner": out.owner(view, self.workload_kind)}
 
     def _device_ids(self, view: PodView) -> list[str]:
-        known = [d for c in view.containers for d in self._devices.get((view.namespace, view.name, c.name), [])]
+        known = [device for c in view.containers
+                 for device in self._devices.get((view.namespace, view.name, c.name), [])]
         if known:
             return known
         annotation = view.annotations.get(DEVICES_ANNOTATION, "")
         return [part.strip() for part in annotation.split(",") if part.strip()]
 
     def _envelope(self, event_type: str, time: datetime, data: dict[str, Any]) -> dict[str, Any]:
-        return allocation_envelope(source=SOURCE, event_type=event_type, cluster=self.cluster, time=time, data=data)
+        return allocation_envelope(source=SOURCE, event_type=event_type, cluster=self.cluster, time=time,
+                                   data=data)
 
 
 def _restart_attempts(view: PodView, seen: int, now: int, start: datetime, open_attempt: int | None,

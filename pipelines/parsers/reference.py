@@ -141,7 +141,7 @@ def _parse(doc: dict[str, Any], kind: str, cluster: str, origin: str | None) -> 
                 raise ValueError(f"a second version effective from {data['effective_from'].isoformat()}")
             seen.add(data["effective_from"])
             content = orjson.dumps(data, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS, default=str)
-        except (*RECORD_ERRORS, orjson.JSONEncodeError) as exc:
+        except RECORD_ERRORS as exc:  # orjson.JSONEncodeError is a TypeError
             result.reject(topic=TOPIC.name, source=kind, reason=str(exc), raw=raw, origin=origin)
             continue
         event_type = "org.mapping" if kind == "org" else "pricing.rates"

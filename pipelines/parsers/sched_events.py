@@ -41,6 +41,11 @@ def decode_text(data: bytes | str, what: str) -> str:
         raise NotThisFormat(f"not {what}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
 
 
+def as_dict(value: Any) -> dict[str, Any]:
+    """The value if it is a JSON object, else an empty one (for optional nested objects)."""
+    return value if isinstance(value, dict) else {}
+
+
 def raw_text(obj: object) -> str:
     """A record as one line of JSON for a dead letter (never fails)."""
     if isinstance(obj, str):
@@ -113,6 +118,7 @@ def add_record_events(result: ParseResult, objs: list[dict[str, Any]], *, topic:
         try:
             valid.append(validate(obj))
         except InvalidEvent as exc:
-            result.reject(topic=topic, source=source, reason=f"{obj.get('type')}: {exc}", raw=raw, origin=origin)
+            reason = f"{obj.get('type')}: {exc}"
+            result.reject(topic=topic, source=source, reason=reason, raw=raw, origin=origin)
             return
     result.events.extend(valid)

@@ -126,7 +126,8 @@ def gpu_tres(value: Any) -> tuple[int, str | None]:
 
 
 def gpu_per_spec(value: Any) -> int:
-    """GPUs in a ``tres_per_job``/``tres_per_node`` spec: ``gres/gpu:4``, ``gres/gpu:h100:4``, ``gres:gpu:4``."""
+    """GPUs in a ``tres_per_job``/``tres_per_node`` spec: ``gres/gpu:4``, ``gres/gpu:h100:4``, ``gres:gpu:4``.
+    """
     spec = text(value)
     total = 0
     for part in (spec or "").split(","):
@@ -155,11 +156,11 @@ def _tres_entries(value: Any) -> list[tuple[str, str, int]]:
     for item in value:
         if not isinstance(item, dict):
             raise ValueError("TRES entry is not an object")
-        kind, name = item.get("type"), item.get("name") or ""
-        if not isinstance(kind, str) or not isinstance(name, str):
+        item_kind, item_name = item.get("type"), item.get("name") or ""
+        if not isinstance(item_kind, str) or not isinstance(item_name, str):
             raise ValueError("TRES entry without string type/name")
-        if kind == "gres":
-            entries.append((kind, name, _count(item.get("count"))))
+        if item_kind == "gres":
+            entries.append((item_kind, item_name, _count(item.get("count"))))
     return entries
 
 
@@ -199,10 +200,7 @@ def _node_gres(detail: str) -> NodeGres:
         idx = match.group(1).strip() if match else ""
         these = [] if idx in ("", "N/A") else expand_ranges(idx)
         rest = parts[1:]
-        if rest and rest[-1].isdecimal():
-            amount = int(rest.pop())
-        else:
-            amount = len(these)
+        amount = int(rest.pop()) if rest and rest[-1].isdecimal() else len(these)
         if len(rest) > 1:
             raise ValueError(f"bad gres_detail entry {entry[:60]!r}")
         count += amount

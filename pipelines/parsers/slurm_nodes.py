@@ -27,7 +27,13 @@ from pipelines import topics
 from pipelines.parsers import slurm_fields as f
 from pipelines.parsers.base import ParseResult
 from pipelines.parsers.hostlist import expand
-from pipelines.parsers.sched_events import RECORD_ERRORS, add_record_events, node_state_envelope, raw_text
+from pipelines.parsers.sched_events import (
+    RECORD_ERRORS,
+    add_record_events,
+    as_dict,
+    node_state_envelope,
+    raw_text,
+)
 
 DOWN = frozenset({"DOWN", "INVALID", "INVALID_REG"})
 DRAINED = frozenset({"DRAIN", "DRAINED", "DRAINING", "FAIL", "FAILING"})
@@ -60,14 +66,18 @@ def parse_nodes(doc: dict[str, Any], *, cluster: str, origin: str | None,
     return result
 
 
-def _read_row(row: dict[str, Any], observed_at: datetime | None) -> list[tuple[str, str, str | None, datetime]]:
+Row = tuple[str, str, str | None, datetime]  # node, state, reason, time
+
+
+def _read_row(row: dict[str, Any], observed_at: datetime | None) -> list[Row]:
     if isinstance(row.get("node"), dict) or isinstance(row.get("nodes"), dict):  # sinfo v0.0.40+
-        node_obj = row.get("node") if isinstance(row.get("node"), dict) else {}
-        words = _words(node_obj.get("state"), None)
-        reason_obj = row.get("reason") if isinstance(row.get("reason"), dict) else {}
+        words = _words(as_dict(row.get("node")).get("state"), None)
+        reason_obj = as_dict(row.get("reason"))
         reason, changed = f.text(reason_obj.get("description")), f.epoch(reason_obj.get("time"))
-        nodes_obj = row.get("nodes") if isinstance(row.get("nodes"), dict) else {}
-        names = [name for item in nodes_obj.get("nodes") or [] for name in expand(_name(item))]
+        listed = as_dict(row.get("nodes")).get("nodes") or []
+        if not isinstance(listed, list):
+            raise ValueError("sinfo nodes.nodes is not a list")
+        names = [name for item in listed for name in expand(_name(item))]
     else:
         words = _words(row.get("state"), row.get("state_flags"))
         reason, changed = f.text(row.get("reason")), f.epoch(row.get("reason_changed_at"))

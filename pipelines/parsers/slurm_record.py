@@ -32,6 +32,7 @@ from typing import Any
 
 from pipelines.parsers import slurm_fields as f
 from pipelines.parsers.hostlist import expand
+from pipelines.parsers.sched_events import as_dict
 
 TERMINAL: dict[str, tuple[str, str | None]] = {
     "COMPLETED": ("success", None),
@@ -84,7 +85,7 @@ class JobRecord:
 
 def job_identity(job: dict[str, Any]) -> tuple[str, int]:
     """``(job_id, restart_cnt)``: array tasks as ``<array job>_<task>``, pending arrays ``_[1-9]``."""
-    array = job.get("array") if isinstance(job.get("array"), dict) else {}
+    array = as_dict(job.get("array"))
     base = f.integer(job.get("job_id"))
     if base is None:
         raise ValueError("job without job_id")
@@ -111,14 +112,14 @@ def read_record(job: dict[str, Any]) -> JobRecord:
         states, reason = f.states(state_obj.get("current")), f.text(state_obj.get("reason"))
     else:
         states, reason = f.states(job.get("job_state", state_obj)), f.text(job.get("state_reason"))
-    times = job.get("time") if isinstance(job.get("time"), dict) else {}
+    times = as_dict(job.get("time"))
     alloc, alloc_type = f.gpu_tres(_tres(job, "allocated", "tres_alloc_str"))
     req, req_type = f.gpu_tres(_tres(job, "requested", "tres_req_str"))
     if req == 0:  # squeue of some versions states the GPU request only per job or per node
         per_node = f.gpu_per_spec(job.get("tres_per_node")) * (f.integer(job.get("node_count")) or 1)
         req = f.gpu_per_spec(job.get("tres_per_job")) or per_node
     exit_code, signal = f.exit_info(job.get("exit_code"))
-    association = job.get("association") if isinstance(job.get("association"), dict) else {}
+    association = as_dict(job.get("association"))
     return JobRecord(
         job_id=job_id, restart_cnt=restarts, name=f.text(job.get("name")),
         account=f.text(job.get("account")) or f.text(association.get("account")),

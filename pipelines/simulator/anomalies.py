@@ -1,10 +1,12 @@
 """Deliberate imperfections of the metrics: one scrape gap, and where malformed samples go.
 
 **Scrape gap.** One node misses ``G`` consecutive scrapes (``G`` > 3, so part of it is beyond
-sample-and-hold and unobserved). It is placed where every GPU of that node is held by some
-allocation from two minutes before the gap until two minutes after the hold limit, so the node's
-GPUs stay "present" (an allocation names them) in every window the gap touches, and capacity is
-unaffected. Without such a stretch there is no gap (``truth.scrape_gap`` is ``null``).
+sample-and-hold and unobserved). Preferably ``G`` is up to 20, placed where every GPU of that node
+is held by some allocation from two minutes before the gap until two minutes after the hold
+limit, so the node's GPUs stay "present" (an allocation names them) in every window the gap
+touches and capacity is unaffected. Without such a stretch ``G`` is 4 (two intervals beyond the
+hold limit), where most of the node's GPUs are held: every 60 s window then still has a sample
+within three intervals before it, so presence is unaffected too.
 
 **Malformed samples.** Two dcgm samples are replaced by out-of-range values (a ratio of 1.7, a
 percent of 250) on whole GPUs that nobody holds on the scrape before, at and after, with XID 0,
@@ -16,6 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from pipelines.simulator.config import HOLD_INTERVALS, SimConfig
 from pipelines.simulator.intervals import intersect, union
 from pipelines.simulator.metrics import Metrics
@@ -23,6 +27,7 @@ from pipelines.simulator.model.cluster import Cluster
 from pipelines.simulator.scheduler import SimState
 
 MARGIN_S = 120
+SHORT_GAP = 4
 
 
 @dataclass(frozen=True)
@@ -33,10 +38,8 @@ class BadSample:
     value: str
 
 
-def choose_gap(cfg: SimConfig, cluster: Cluster, state: SimState, m: Metrics) -> None:
-    """Find a fully-held stretch on one node and remove ``G`` scrapes of it (sets ``m.gap``)."""
+def _full_hold_gap(cfg: SimConfig, cluster: Cluster, state: SimState, length: int) -> tuple[str, int, int] | None:
     step, horizon = cfg.scrape_interval_s, cfg.horizon
-    length = min(20, max(HOLD_INTERVALS + 2, cfg.steps // 12))
     held: dict[str, list[tuple[int, int]]] = {}
     for attempt in state.attempts:
         for slot in attempt.slots:
@@ -51,9 +54,38 @@ def choose_gap(cfg: SimConfig, cluster: Cluster, state: SimState, m: Metrics) ->
             k1 = -(-(max(a, horizon // 6) + MARGIN_S) // step)
             k2 = k1 + length
             if (k2 + HOLD_INTERVALS) * step + MARGIN_S <= b and k2 + HOLD_INTERVALS < cfg.steps:
-                m.sampled[node.name][k1:k2] = False
-                m.gap = (node.name, k1, k2)
-                return
+                return node.name, k1, k2
+    return None
+
+
+def _short_gap(cfg: SimConfig, cluster: Cluster, state: SimState, m: Metrics) -> tuple[str, int, int] | None:
+    """Four missing scrapes where most GPUs are held (every window still has a sample near it),
+    away from fatal-XID intervals."""
+    step = cfg.scrape_interval_s
+    best: tuple[int, str, int] | None = None
+    lo, hi = max(cfg.steps // 6, 1), cfg.steps - SHORT_GAP - HOLD_INTERVALS - 1
+    for node in cluster.by_scheduler("slurm") + cluster.by_scheduler("kubernetes"):
+        if hi <= lo:
+            continue
+        busy = sum((m.entities[g.uuid].holder[lo:hi] > 0).astype(int) for g in node.gpus if g.layout == "whole")
+        busy = np.asarray(busy, dtype=int) if not np.isscalar(busy) else np.zeros(hi - lo, int)
+        for x in (x for x in state.xids if x.node == node.name):
+            busy[max(x.at // step - lo - 10, 0):max(x.repaired // step - lo + 10, 0)] = -1
+        k = int(np.argmax(busy))
+        if busy[k] >= 0 and (best is None or busy[k] > best[0]):
+            best = (int(busy[k]), node.name, lo + k)
+    return (best[1], best[2], best[2] + SHORT_GAP) if best else None
+
+
+def choose_gap(cfg: SimConfig, cluster: Cluster, state: SimState, m: Metrics) -> None:
+    """Remove consecutive scrapes of one node (sets ``m.gap``): ``G`` = up to 20 where all of its
+    GPUs are held throughout, else 4 where most are held."""
+    length = min(20, max(HOLD_INTERVALS + 2, cfg.steps // 12))
+    gap = _full_hold_gap(cfg, cluster, state, length) or _short_gap(cfg, cluster, state, m)
+    if gap is not None:
+        node, k1, k2 = gap
+        m.sampled[node][k1:k2] = False
+        m.gap = gap
 
 
 def bad_samples(m: Metrics) -> list[BadSample]:
@@ -61,19 +93,21 @@ def bad_samples(m: Metrics) -> list[BadSample]:
     out: list[BadSample] = []
     wanted = [("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "1.7"), ("DCGM_FI_DEV_GPU_UTIL", "250")]
     gap_node = m.gap[0] if m.gap else None
-    used_nodes: set[str] = set()
+    used: set[tuple[str, int]] = set()
     for ent in m.entities.values():
-        if len(out) == len(wanted):
-            break
         node = ent.node
-        if ent.gpu.layout != "whole" or not node.has_prof or node.name in used_nodes or node.name == gap_node:
+        if ent.gpu.layout != "whole" or not node.has_prof or node.name == gap_node:
             continue
         xid = m.xid[ent.gpu.uuid]
         for k in range(max(m.steps // 3, 1), m.steps - 2):
             window = slice(k - 1, k + 2)
-            if (ent.holder[window] == 0).all() and (ent.util[window] == 0).all() and (xid[window] == 0).all():
+            if (node.name, k // 10) in used or not (ent.holder[window] == 0).all():
+                continue
+            if (ent.util[window] == 0).all() and (xid[window] == 0).all():
                 metric, value = wanted[len(out)]
                 out.append(BadSample(ent.key, metric, k, value))
-                used_nodes.add(node.name)
+                used.add((node.name, k // 10))
+                if len(out) == len(wanted):
+                    return out
                 break
     return out

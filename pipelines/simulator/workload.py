@@ -75,7 +75,8 @@ def _k8s_inference(b: _Builder, t: int, initial: bool) -> None:
     ns, model, deploy = b.pick([(0.55, ("llm-serve", "llama-8b", "llama-8b-serve")),
                                 (0.45, ("search", "e5-large", "e5-search"))])  # type: ignore[misc]
     mig = rng.random() < 0.5
-    life = int(rng.uniform(1.2, 3.0) * horizon) if initial else _loguniform(rng, 2 * 3600, 12 * 3600)
+    # services outlive the window: they end only by failing (restarts, or a lost node)
+    life = int(rng.uniform(1.2, 3.0) * horizon) if initial else horizon - t + _loguniform(rng, 3600, 12 * 3600)
     rs = f"{deploy}-{k8s_suffix(rng, 10)}"
     b.add(scheduler="kubernetes", kind="inference", submit=t, work=life, name=f"{rs}-{k8s_suffix(rng)}",
           user="system:serviceaccount", request="mig" if mig else "gpu", count=1, mig_slices=3 if mig else None,

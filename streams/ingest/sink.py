@@ -58,8 +58,7 @@ def write_batch(wh: Warehouse, messages: Sequence[Message],
     tables, activity = rows_for(events)
     for table, rows in tables.items():
         wh.insert(table, rows)
-    if dead:
-        wh.insert("dead_letters", [dead_letter_row(d) for d in dead])
+    if dead:  # to <topic>.dlq; the dead-letter sink copies every .dlq message into the warehouse
         publish_dead_letters(dead)
     jobs = _touched_jobs(events)
     for cluster, job_ids in jobs.items():
@@ -70,6 +69,21 @@ def write_batch(wh: Warehouse, messages: Sequence[Message],
             {"cluster": c, "node": n, "min_time": a.min_time, "max_time": a.max_time,
              "allocations": a.allocations, "seq": seq} for (c, n), a in sorted(activity.items())])
     return BatchResult(len(events), dead)
+
+
+def write_dead_letters(wh: Warehouse, messages: Sequence[Message]) -> int:
+    """Copy ``<topic>.dlq`` messages (from collectors and workers alike) into ``dead_letters``."""
+    rows = []
+    for m in messages:
+        try:
+            letter = ev.DeadLetter.model_validate_json(m.value)
+        except ValueError as exc:  # not even a dead letter: keep it whole, with the reason
+            letter = ev.DeadLetter.build(topic=m.topic.removesuffix(".dlq"), source="streams",
+                                         reason=f"unreadable dead letter: {str(exc).splitlines()[0]}",
+                                         raw=m.value, origin=f"{m.topic}:{m.partition}:{m.offset}")
+        rows.append(dead_letter_row(letter))
+    wh.insert("dead_letters", rows)
+    return len(rows)
 
 
 def _touched_jobs(events: Sequence[ev.Envelope]) -> dict[str, set[str]]:

@@ -45,6 +45,7 @@ class Gpu:
     layout: str  # "whole" | "mig" | "shared"
     mig: tuple[MigInstance, ...] = ()
     replicas: int = 0
+    gres: str = ""  # Slurm typed GRES name of the model ("h100")
 
 
 @dataclass(frozen=True)
@@ -132,7 +133,8 @@ def _gpus(name: str, model: GpuModel, kube_index: int | None, rng: np.random.Gen
             mig = _mig_instances(model, MIG_LAYOUT_FULL if kube_index % 2 == 0 else MIG_LAYOUT_PARTIAL)
         elif kube_index is not None and i == 7:
             layout, replicas = "shared", SHARED_REPLICAS
-        gpus.append(Gpu(name, i, f"GPU-{_uuid(rng)}", f"00000000:{PCI_BUSES[i]}:00.0", layout, mig, replicas))
+        gpus.append(Gpu(name, i, f"GPU-{_uuid(rng)}", f"00000000:{PCI_BUSES[i]}:00.0", layout, mig, replicas,
+                        model.gres))
     return tuple(gpus)
 
 

@@ -1,0 +1,1 @@
+"""Writers of the simulator's output files, one module per source format."""

@@ -1,0 +1,140 @@
+"""Pod objects at each stage of their life, as ``kubectl get pod -o json`` would show them."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from pipelines.simulator.config import SHARED_REPLICAS, SimConfig
+from pipelines.simulator.metrics import container_name
+from pipelines.simulator.model.cluster import Cluster
+from pipelines.simulator.model.jobs import Attempt, JobSpec, Pod
+from pipelines.simulator.writers.common import rfc3339
+
+IMAGES = {"training": "nvcr.io/nvidia/pytorch:24.08-py3", "inference": "vllm/vllm-openai:v0.6.3",
+          "notebook": "quay.io/jupyter/pytorch-notebook:cuda12-2024-11-04", "batch": "registry.local/batch/worker:1.4"}
+TERMINATED = {None: ("Completed", 0), "oom": ("OOMKilled", 137), "app_error": ("Error", 1),
+              "timeout": ("Error", 137), "preempted": ("Error", 143)}
+
+
+def _limits(spec: JobSpec, slots_profile: str | None) -> dict[str, str]:
+    limits = {"cpu": str(8 * spec.count if spec.request == "gpu" else 4), "memory": "64Gi"}
+    if spec.request == "gpu":
+        limits["nvidia.com/gpu"] = str(spec.count)
+    elif spec.request == "mig":
+        limits[f"nvidia.com/mig-{slots_profile}"] = "1"
+    else:
+        limits["nvidia.com/gpu.shared"] = "1"
+    return limits
+
+
+@dataclass
+class PodView:
+    spec: JobSpec
+    pod: Pod
+    attempts: list[Attempt]
+    cfg: SimConfig | None = None
+    cluster: Cluster | None = None
+    profile: str | None = field(default=None)
+
+    def t(self, offset: int) -> str:
+        assert self.cfg is not None
+        return rfc3339(self.cfg.at(offset))
+
+    def _metadata(self, stage: str) -> dict[str, Any]:
+        spec, pod = self.spec, self.pod
+        labels = {"gpuledger.io/kind": spec.kind}
+        if spec.owner_kind == "Job":
+            labels.update({"batch.kubernetes.io/controller-uid": spec.owner_uid or "",
+                           "batch.kubernetes.io/job-name": spec.owner_name or "",
+                           "controller-uid": spec.owner_uid or "", "job-name": spec.owner_name or ""})
+        elif spec.owner_kind == "ReplicaSet":
+            deploy, _, template = (spec.owner_name or "").rpartition("-")
+            labels.update({"app": deploy, "pod-template-hash": template})
+        else:
+            labels.update({"app": "jupyterhub", "component": "singleuser-server", "hub.jupyter.org/username": spec.user})
+        if spec.model and spec.model_via == "label":
+            labels["model"] = spec.model
+        if spec.team_label:
+            labels["team"] = spec.team_label
+        meta: dict[str, Any] = {"name": pod.name, "namespace": spec.namespace, "uid": pod.uid,
+                                "creationTimestamp": self.t(pod.created), "labels": labels}
+        if spec.owner_kind:
+            meta["ownerReferences"] = [{"apiVersion": "batch/v1" if spec.owner_kind == "Job" else "apps/v1",
+                                        "kind": spec.owner_kind, "name": spec.owner_name, "uid": spec.owner_uid,
+                                        "controller": True, "blockOwnerDeletion": True}]
+        if stage not in ("created", "scheduled") and self.attempts:
+            meta["annotations"] = {"gpuledger.io/devices": ",".join(s.device_id for s in self.attempts[0].slots)}
+            if spec.request == "shared":
+                meta["annotations"]["gpuledger.io/replicas"] = str(SHARED_REPLICAS)
+        return meta
+
+    def _spec(self, stage: str) -> dict[str, Any]:
+        spec, pod = self.spec, self.pod
+        profile = None
+        if self.attempts and self.attempts[0].slots[0].mig is not None:
+            profile = self.attempts[0].slots[0].mig.profile
+        elif spec.request == "mig":
+            profile = f"{spec.mig_slices}g.{10 * (spec.mig_slices or 1)}gb"
+        limits = _limits(spec, profile)
+        body: dict[str, Any] = {
+            "restartPolicy": pod.restart_policy, "schedulerName": "default-scheduler",
+            "terminationGracePeriodSeconds": 30,
+            "containers": [{"name": container_name(spec), "image": IMAGES.get(spec.kind, IMAGES["batch"]),
+                            "resources": {"limits": limits, "requests": dict(limits)}}],
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+        }
+        if pod.active_deadline is not None:
+            body["activeDeadlineSeconds"] = pod.active_deadline
+        if stage != "created" and pod.node:
+            body["nodeName"] = pod.node
+        return body
+
+    def _container_id(self, i: int) -> str:
+        return "containerd://" + hashlib.sha256(f"{self.pod.uid}/{i}".encode()).hexdigest()
+
+    def _terminated(self, i: int, reason: str | None) -> dict[str, Any]:
+        attempt = self.attempts[i]
+        word, code = TERMINATED[reason]
+        return {"terminated": {"exitCode": code, "reason": word, "startedAt": self.t(attempt.run_start),
+                               "finishedAt": self.t(attempt.end), "containerID": self._container_id(i)}}  # type: ignore[arg-type]
+
+    def _container_status(self, stage: str, i: int) -> dict[str, Any]:
+        name = container_name(self.spec)
+        status: dict[str, Any] = {"name": name, "image": IMAGES.get(self.spec.kind, IMAGES["batch"]),
+                                  "ready": False, "restartCount": i, "started": False}
+        if i > 0:
+            status["lastState"] = self._terminated(i - 1, self.attempts[i - 1].reason)
+        ended = stage in ("ended", "deleted") and self.pod.phase_reason != "NodeLost"
+        if stage == "admitted":
+            status["state"] = {"waiting": {"reason": "ContainerCreating"}}
+        elif stage == "backoff":
+            back = self.attempts[i].run_start - self.attempts[i].start
+            status["state"] = {"waiting": {"reason": "CrashLoopBackOff", "message": (
+                f"back-off {back}s restarting failed container={name} pod={self.pod.name}_"
+                f"{self.spec.namespace}({self.pod.uid})")}}
+        elif ended:
+            status["state"] = self._terminated(i, self.attempts[i].reason)
+        else:
+            status.update(ready=True, started=True, containerID=self._container_id(i),
+                          state={"running": {"startedAt": self.t(self.attempts[i].run_start)}})
+        return status
+
+    def render(self, at: int, stage: str, i: int = 0) -> dict[str, Any]:
+        from pipelines.simulator.writers.k8s_status import status_of
+
+        obj = {"kind": "Pod", "apiVersion": "v1", "metadata": self._metadata(stage), "spec": self._spec(stage),
+               "status": status_of(self, at, stage, i)}
+        pod = self.pod
+        deletion = None
+        if pod.disruption is not None and stage in ("disrupted", "ended", "deleted"):
+            deletion = pod.deletion_ts
+        elif pod.phase_reason == "NodeLost" and stage in ("ended", "deleted"):
+            deletion = pod.deletion_ts
+        elif stage == "deleted":
+            deletion = pod.deletion_ts or pod.deleted
+        if deletion is not None:
+            obj["metadata"]["deletionTimestamp"] = self.t(deletion)
+            obj["metadata"]["deletionGracePeriodSeconds"] = 30 if pod.disruption is not None else 0
+        return obj

@@ -1,0 +1,133 @@
+"""A whole pipeline on the real local services, isolated per test: topics, database, workers.
+
+Workers run as real subprocesses (``python -m streams worker``) so tests can SIGKILL them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from infra.kafka.broker import ensure_topics
+from infra.services import apply_migrations
+from pipelines.cli.ingest_cmd import Source, parse_file
+from pipelines.producer import EventProducer
+from pipelines.settings import Settings
+from sql import load_query
+from sql.client import get_client
+from streams import replay
+from streams.progress import end_offsets, wait_until_reflected
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+class Pipeline:
+    def __init__(self, settings: Settings, logs: Path) -> None:
+        self.settings = settings
+        self.logs = logs
+        self.workers: dict[int, subprocess.Popen[bytes]] = {}
+        self._logs: dict[int, Any] = {}
+        ensure_topics(settings)
+        apply_migrations(settings)
+
+    def env(self) -> dict[str, str]:
+        s = self.settings
+        return {
+            **os.environ,
+            "KAFKA_BOOTSTRAP_SERVERS": s.bootstrap_servers,
+            "CLICKHOUSE_URL": s.clickhouse_endpoint_url,
+            "CLICKHOUSE_USER": s.clickhouse_user,
+            "CLICKHOUSE_PASSWORD": s.clickhouse_password.get_secret_value(),
+            "CLICKHOUSE_DATABASE": s.clickhouse_database,
+            "GPULEDGER_TOPIC_PREFIX": s.topic_prefix,
+            "GPULEDGER_HOME": str(s.home),
+            "GPULEDGER_WINDOW_SECONDS": str(s.window_seconds),
+            "GPULEDGER_ALLOWED_LATENESS_SECONDS": str(s.allowed_lateness_seconds),
+        }
+
+    def start_worker(self, index: int) -> None:
+        log = self._logs[index] = open(self.logs / f"worker-{index}.log", "ab")  # noqa: SIM115
+        self.workers[index] = subprocess.Popen(
+            [sys.executable, "-m", "streams", "worker", "--index", str(index), "--loglevel", "warn"],
+            env=self.env(), stdout=log, stderr=subprocess.STDOUT, cwd=REPO,
+        )
+
+    def kill_worker(self, index: int, sig: int = signal.SIGKILL) -> None:
+        proc = self.workers.pop(index)
+        proc.send_signal(sig)
+        proc.wait(timeout=30)
+        self._logs.pop(index).close()
+
+    def stop_all(self) -> None:
+        for index in list(self.workers):
+            proc = self.workers[index]
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            self.workers.pop(index)
+            self._logs.pop(index).close()
+
+    def publish_dir(self, sim_out: Path, limit: int | None = None) -> int:
+        """Parse and publish every file of a simulator output (or the first ``limit`` events)."""
+        manifest = json.loads((sim_out / "manifest.json").read_text())
+        sent = 0
+        with EventProducer(self.settings) as producer:
+            for entry in manifest["files"]:
+                result = parse_file(Source(entry["source"]), sim_out / entry["path"], "sim", entry.get("hints"))
+                for event in result.events:
+                    if limit is not None and sent >= limit:
+                        return sent
+                    producer.publish(event)
+                    sent += 1
+                for letter in result.dead_letters:
+                    producer.dead_letter(letter)
+        return sent
+
+    def wait(self, timeout_s: float = 600.0) -> None:
+        wait_until_reflected(self.settings, end_offsets(self.settings), timeout_s)
+
+    def replay_from_zero(self) -> None:
+        replay.truncate(self.settings)
+        replay.rewind(self.settings)
+
+    def query(self, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+        client = get_client(self.settings)
+        try:
+            result = client.query(load_query(name), parameters=params)
+            return [dict(zip(result.column_names, row, strict=True)) for row in result.result_rows]
+        finally:
+            client.close()
+
+    def gpu_hours(self, by: str, start: datetime, end: datetime) -> dict[str, dict[str, Any]]:
+        rows = self.query("gpu_hours", {"by": by, "start": start, "end": end, "cluster": ""})
+        return {r["key"]: r for r in rows}
+
+    def facts_digest(self) -> list[tuple[Any, ...]]:
+        """Every current fact, rounded to the microsecond, in a stable order."""
+        client = get_client(self.settings)
+        try:
+            rows = client.query(
+                "SELECT window_start, node, slot, kind, job_id, attempt, round(gpu_seconds, 6), "
+                "round(busy_seconds, 6), round(unobserved_seconds, 6) FROM current_facts "
+                "ORDER BY window_start, node, slot, kind, job_id, attempt").result_rows
+        finally:
+            client.close()
+        return [tuple(r) for r in rows]
+
+
+def wait_for(predicate: Any, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s:.0f}s waiting for {what}")
+        time.sleep(0.5)

@@ -14,7 +14,6 @@ from urllib.parse import urlparse
 from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-
 # state lives beside the checkout by default, whatever the working directory
 DEFAULT_HOME = Path(__file__).resolve().parent.parent / ".gpuledger"
 

@@ -6,6 +6,7 @@ server or cloud service (``CLICKHOUSE_URL``, user and password from the environm
 
 from __future__ import annotations
 
+from typing import Any
 from urllib.parse import urlparse
 
 import clickhouse_connect
@@ -14,7 +15,7 @@ from clickhouse_connect.driver.client import Client
 from pipelines.settings import Settings
 
 
-def get_client(settings: Settings, database: str | None = None, **kwargs: object) -> Client:
+def get_client(settings: Settings, database: str | None = None, **kwargs: Any) -> Client:
     """A client bound to ``database`` (default: the configured one, created by migrations)."""
     url = urlparse(settings.clickhouse_endpoint_url)
     secure = url.scheme == "https"

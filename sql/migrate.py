@@ -41,7 +41,8 @@ def migrate(admin: Client, client: Client, database: str) -> MigrationReport:
     client.command(MIGRATIONS_TABLE)
     done = {
         int(row[0]): str(row[1])
-        for row in client.query("SELECT version, argMax(checksum, applied_at) FROM schema_migrations GROUP BY version").result_rows
+        for row in client.query(
+            "SELECT version, argMax(checksum, applied_at) FROM schema_migrations GROUP BY version").result_rows
     }
     report = MigrationReport([], [], [])
     for path in ddl_files():
@@ -53,7 +54,8 @@ def migrate(admin: Client, client: Client, database: str) -> MigrationReport:
             continue
         for statement in split_statements(text):
             client.command(statement)
-        client.insert("schema_migrations", [[version, path.stem, checksum]], column_names=["version", "name", "checksum"])
+        client.insert("schema_migrations", [[version, path.stem, checksum]],
+                      column_names=["version", "name", "checksum"])
         report.applied.append(path.name)
     return report
 

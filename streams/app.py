@@ -104,7 +104,7 @@ def _register_sink(app: faust.App, logical: str, physical: str, run: Any, write:
     topic = app.topic(physical, key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw")
 
     async def sink(stream: faust.StreamT) -> None:
-        async for batch in stream.take_events(BATCH_MAX, within=BATCH_WITHIN_S):
+        async for batch in stream.take_events(BATCH_MAX, within=BATCH_WITHIN_S):  # type: ignore[attr-defined]
             messages = [Message(logical, e.message.partition, e.message.offset, e.message.value) for e in batch]
             while True:
                 try:
@@ -118,9 +118,13 @@ def _register_sink(app: faust.App, logical: str, physical: str, run: Any, write:
     app.agent(topic, name=f"gpuledger.sink.{logical}")(sink)
 
 
+_lazy: dict[str, faust.App] = {}
+
+
 def __getattr__(name: str) -> Any:
+    """``faust -A streams.app worker``: the app is built (and settings read) on first access."""
     if name == "app":
-        global app
-        app = create_app(get_settings())
-        return app
+        if "app" not in _lazy:
+            _lazy["app"] = create_app(get_settings())
+        return _lazy["app"]
     raise AttributeError(name)

@@ -16,8 +16,8 @@ from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from pipelines.errors import PipelineError
 from pipelines.settings import Settings
 from pipelines.topics import DATA_TOPICS, physical_name
-from sql.client import get_client
 from sql import load_query
+from sql.client import get_client
 
 CONSUMER_GROUP = "gpuledger-streams"
 
@@ -35,7 +35,7 @@ class Lag:
 def end_offsets(settings: Settings) -> dict[TopicPartition, int]:
     consumer = KafkaConsumer(**settings.kafka_client_config())
     try:
-        tps = []
+        tps: list[TopicPartition] = []
         for topic in DATA_TOPICS:
             for name in (physical_name(topic, settings), physical_name(topic, settings, dlq=True)):
                 tps.extend(TopicPartition(name, p) for p in consumer.partitions_for_topic(name) or ())

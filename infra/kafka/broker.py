@@ -10,6 +10,7 @@ Start-up order (each step idempotent):
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import socket
 import subprocess
@@ -94,7 +95,7 @@ def broker_service(settings: Settings) -> Service:
     config = render_config(settings)
     format_storage(settings, config)
     argv = [
-        _java(), f"-Xms256m", f"-Xmx{settings.kafka_heap}", "-XX:+UseG1GC", "-Djava.awt.headless=true",
+        _java(), "-Xms256m", f"-Xmx{settings.kafka_heap}", "-XX:+UseG1GC", "-Djava.awt.headless=true",
         f"-Dlog4j2.configurationFile={KAFKA_DIR / 'log4j2.properties'}",
         "-cp", _classpath(), "kafka.Kafka", str(config),
     ]
@@ -136,10 +137,8 @@ def ensure_topics(settings: Settings) -> list[str]:
             if name not in existing
         ]
         if wanted:
-            try:
+            with contextlib.suppress(TopicAlreadyExistsError):  # another process created them first
                 admin.create_topics(wanted)
-            except TopicAlreadyExistsError:
-                pass
         return [t.name for t in wanted]
     finally:
         admin.close()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -24,7 +24,7 @@ from pipelines.settings import get_settings
 console = Console(stderr=True)
 
 
-class Source(str, Enum):
+class Source(StrEnum):
     dcgm = "dcgm"
     slurm = "slurm"
     kubernetes = "kubernetes"

@@ -12,7 +12,7 @@ import json
 import sys
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
-from enum import Enum
+from enum import StrEnum
 from typing import Annotated, Any
 
 import typer
@@ -28,7 +28,7 @@ report_app = typer.Typer(help="Reports on GPU-hours, failures, queue time, idle 
                          no_args_is_help=True)
 
 
-class By(str, Enum):
+class By(StrEnum):
     team = "team"
     business_unit = "business_unit"
     namespace = "namespace"
@@ -44,14 +44,14 @@ class By(str, Enum):
     workload_kind = "workload_kind"
 
 
-class IdleBy(str, Enum):
+class IdleBy(StrEnum):
     team = "team"
     business_unit = "business_unit"
     node = "node"
     gpu_model = "gpu_model"
 
 
-class Format(str, Enum):
+class Format(StrEnum):
     table = "table"
     json = "json"
     csv = "csv"

@@ -24,7 +24,8 @@ def register(app: typer.Typer) -> None:
 
 
 def up(
-    workers: Annotated[int | None, typer.Option(help="stream workers to start (default GPULEDGER_STREAM_WORKERS)")] = None,
+    workers: Annotated[int | None, typer.Option(help="stream workers to start (default: GPULEDGER_STREAM_WORKERS)")]
+    = None,
 ) -> None:
     from infra.services import up as services_up
 

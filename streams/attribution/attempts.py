@@ -73,13 +73,12 @@ def attempt_fact(placements: Sequence[AllocationData], job_level: AllocationData
     starts = [p.start_time for p in placements if p.start_time]
     start = min(starts) if starts else None
     ended = placements and all(p.state == "ended" for p in placements)
-    end = max(p.end_time for p in placements if p.end_time) if ended else None  # type: ignore[type-var]
+    end = max(p.end_time for p in placements if p.end_time) if ended else None
     failed = next((p for p in placements if p.outcome == "failure"), None)
     outcome = ("failure" if failed else "success") if ended else ("running" if placements else "pending")
     gpu_seconds = 0.0
     if ended:
-        gpu_seconds = sum(p.gpu_equivalents * (p.end_time - p.start_time).total_seconds()  # type: ignore[operator]
-                          for p in placements)
+        gpu_seconds = sum(p.gpu_equivalents * _held_seconds(p) for p in placements)
     queue_from = previous_end if ref.attempt > 1 and previous_end else submit
     queue_s = (start - queue_from).total_seconds() if start and queue_from else None
     requested = max([p.requested_gpus for p in placements] + [job_level.requested_gpus if job_level else 0.0])
@@ -104,6 +103,12 @@ def attempt_fact(placements: Sequence[AllocationData], job_level: AllocationData
         queue=ref.owner.queue or "", workload_kind=ref.owner.workload_kind,
         team_label=ref.owner.labels.get("team", ""), model=model_of(ref),
     )
+
+
+def _held_seconds(p: AllocationData) -> float:
+    if p.start_time is None or p.end_time is None:
+        return 0.0
+    return (p.end_time - p.start_time).total_seconds()
 
 
 def _last_checkpoint(checkpoints: Sequence[Checkpoint], attempt: int, start: datetime | None,

@@ -76,7 +76,7 @@ def run_step(wh: Warehouse, settings: Settings, owns: Callable[[str, str], bool]
             facts = compute_range(cluster, node, chunk_start, chunk_end, w, samples, placements)
             windows = [to_utc(t) for t in _frange(chunk_start, chunk_end, w)]
             closed = to_utc(chunk_end)
-            processed = int(row[4]) if chunk_end >= end else int(row[8] or 0)  # type: ignore[call-overload]
+            processed = int(row[4]) if chunk_end >= end else int(row[8] or 0)
             wh.write_facts(cluster, node, windows, w, facts, closed, processed)
             report.windows += len(windows)
             report.facts += len(facts)

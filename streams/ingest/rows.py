@@ -50,7 +50,8 @@ def _allocation_row(e: ev.AllocationEvent | ev.NodeStateEvent) -> Row:
     if isinstance(data, ev.NodeStateData):
         return {"event_id": e.id, "type": e.type, "source": e.source, "schema_version": e.schema_version,
                 "time": e.time, "cluster": e.cluster, "scheduler": "", "job_id": "", "attempt": 0,
-                "node": data.node, "state": data.state, "start_time": None, "end_time": None, "payload": orjson.dumps(data.model_dump(mode="json")).decode()}
+                "node": data.node, "state": data.state, "start_time": None, "end_time": None,
+                "payload": orjson.dumps(data.model_dump(mode="json")).decode()}
     return {"event_id": e.id, "type": e.type, "source": e.source, "schema_version": e.schema_version,
             "time": e.time, "cluster": e.cluster, "scheduler": data.scheduler, "job_id": data.job_id,
             "attempt": data.attempt, "node": data.node or "", "state": data.state,
@@ -82,7 +83,7 @@ def _benchmark_row(e: ev.BenchmarkRunEvent) -> Row:
 
 def _org_rows(e: ev.OrgMappingEvent) -> list[Row]:
     d = e.data
-    rows = []
+    rows: list[Row] = []
     for kind, mapping in (("team_business_unit", d.teams), ("namespace_team", d.namespaces),
                           ("account_team", d.accounts)):
         rows.extend({"event_id": e.id, "cluster": e.cluster, "effective_from": d.effective_from, "kind": kind,

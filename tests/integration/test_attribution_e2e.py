@@ -71,9 +71,10 @@ def _compare(pipeline: Pipeline, truth: dict, by: str) -> None:  # type: ignore[
     assert set(owners) == expected, f"{by}: groups differ"
     for key, row in owners.items():
         w = want[key]
-        assert row["allocated_gpu_hours"] * 3600 == pytest.approx(w["allocated_gpu_seconds"], abs=ALLOC_TOL_S), (by, key)
-        assert row["failed_gpu_hours"] * 3600 == pytest.approx(w["failed_gpu_seconds"], abs=ALLOC_TOL_S), (by, key)
-        assert row["busy_gpu_hours"] * 3600 == pytest.approx(w["busy_gpu_seconds"], rel=BUSY_REL_TOL, abs=1.0), (by, key)
+        assert row["allocated_gpu_hours"] * 3600 == pytest.approx(w["allocated_gpu_seconds"], abs=ALLOC_TOL_S), key
+        assert row["failed_gpu_hours"] * 3600 == pytest.approx(w["failed_gpu_seconds"], abs=ALLOC_TOL_S), key
+        busy = w["busy_gpu_seconds"]
+        assert row["busy_gpu_hours"] * 3600 == pytest.approx(busy, rel=BUSY_REL_TOL, abs=1.0), (by, key)
     unalloc = got.get("__unallocated__", {"gpu_hours": 0.0})["gpu_hours"] * 3600
     assert unalloc == pytest.approx(truth["unallocated_gpu_seconds"], abs=ALLOC_TOL_S * 10)
 

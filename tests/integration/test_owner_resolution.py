@@ -70,7 +70,8 @@ def test_team_and_business_unit_resolution_with_effective_dating(wh: Warehouse, 
         mapping(T0, "team_business_unit", "search", "product"),
         # the reorg: llm moves to product; vision is absent from the new version → unassigned
         mapping(REORG, "namespace_team", "ns-a", "llm"), mapping(REORG, "account_team", "acct-b", "search"),
-        mapping(REORG, "team_business_unit", "llm", "product"), mapping(REORG, "team_business_unit", "search", "product"),
+        mapping(REORG, "team_business_unit", "llm", "product"),
+        mapping(REORG, "team_business_unit", "search", "product"),
     ])
     assert report(isolated_settings, "team") == {"vision": 240.0, "llm": 120.0, "search": 80.0, "unassigned": 40.0}
     assert report(isolated_settings, "business_unit") == {

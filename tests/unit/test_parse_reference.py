@@ -62,15 +62,17 @@ def test_single_version_and_detection_without_kind(text: str, kind: str) -> None
 
 
 def test_effective_from_timestamp_forms() -> None:
-    text = "currency: USD\ngpu_hourly: {H100: 2}\nversions:\n  - effective_from: 2026-02-01T06:00:00+02:00\n" \
-           "  - effective_from: '2026-03-01 12:00:00'\n"
+    text = ("currency: USD\ngpu_hourly: {H100: 2}\nversions:\n"
+            "  - effective_from: 2026-02-01T06:00:00+02:00\n"
+            "  - effective_from: '2026-03-01 12:00:00'\n")
     times = [e.time for e in reference.parse_pricing(text, cluster="c1").events]
     assert times == [datetime(2026, 2, 1, 4, tzinfo=UTC), datetime(2026, 3, 1, 12, tzinfo=UTC)]
 
 
 @pytest.mark.parametrize("bad_version, reason", [
     ("{teams: {llm: {namespaces: [a]}}}", "effective_from"),
-    ("{effective_from: 2026-05-01, business_units: {r: {teams: [llm]}, p: {teams: [llm]}}}", "two business units"),
+    ("{effective_from: 2026-05-01, business_units: {r: {teams: [llm]}, p: {teams: [llm]}}}",
+     "two business units"),
     ("{effective_from: 2026-05-01, teams: {a: {namespaces: [x]}, b: {namespaces: [x]}}}", "two teams"),
     ("{effective_from: 2026-05-01, teams: {a: {namespace: [x]}}}", "unknown key"),
     ("{effective_from: 2026-05-01, team: {}}", "unknown org key"),
@@ -123,6 +125,7 @@ def test_not_reference_data(parser: Parser, text: str | bytes) -> None:
 def test_ids_are_deterministic_and_change_with_content() -> None:
     first = [e.id for e in reference.parse(PRICING, cluster="c1").events]
     assert first == [e.id for e in reference.parse(PRICING.encode(), cluster="c1").events]
-    corrected = [e.id for e in reference.parse(PRICING.replace("H100: 2.10", "H100: 2.05"), cluster="c1").events]
+    changed = PRICING.replace("H100: 2.10", "H100: 2.05")
+    corrected = [e.id for e in reference.parse(changed, cluster="c1").events]
     assert corrected[0] == first[0] and corrected[1] != first[1]
     assert [e.id for e in reference.parse(PRICING, cluster="c2").events] != first

@@ -207,7 +207,7 @@ def test_v0041_attempts_and_failure_classes(job_id: str, attempt: int, nodes: li
     events = load("sacct_v0041.json")
     ended = [e for e in events if e.type == "allocation.ended" and e.data.job_id == job_id
              and e.data.attempt == attempt]
-    assert sorted(e.data.node for e in ended) == sorted(nodes)
+    assert sorted(str(e.data.node) for e in ended) == sorted(nodes)
     for event in ended:
         data = event.data
         assert (data.start_time, data.end_time, event.time) == (at(start), at(end), at(end))
@@ -226,7 +226,8 @@ def test_v0041_exit_codes_signals_and_typed_only_gpus() -> None:
 
 def test_requeued_running_job_and_object_times() -> None:
     events = [e for e in load("sacct_v0041.json") if e.data.job_id == "2006"]
-    assert [(e.type, e.data.attempt) for e in events] == [("allocation.pending", 3), ("allocation.running", 3)]
+    assert [(e.type, e.data.attempt) for e in events] == [("allocation.pending", 3),
+                                                          ("allocation.running", 3)]
     assert events[1].data.start_time == at(800) and events[1].data.owner.workload_kind == "notebook"
 
 
@@ -327,8 +328,8 @@ def test_duplicate_record_parsed_once() -> None:
 
 
 def _job(**overrides: Any) -> dict[str, Any]:
-    job: dict[str, Any] = {"job_id": 9, "state": {"current": ["COMPLETED"], "reason": "None"}, "nodes": "gpu1",
-                           "time": {"submission": T0, "start": T0 + 10, "end": T0 + 20},
+    job: dict[str, Any] = {"job_id": 9, "state": {"current": ["COMPLETED"], "reason": "None"},
+                           "nodes": "gpu1", "time": {"submission": T0, "start": T0 + 10, "end": T0 + 20},
                            "tres": {"allocated": _tres(("gres", "gpu", 1))}}
     job.update(overrides)
     return job
@@ -358,8 +359,8 @@ def test_slurm_reported_errors_become_dead_letters() -> None:
     assert ["slurmdbd" in d.reason for d in result.dead_letters] == [True]
 
 
-@pytest.mark.parametrize("data", [b"", b"not json", b"[1, 2]", b'{"kind": "PodList", "items": []}', b"\xff\xfe",
-                                  b'"jobs"'])
+@pytest.mark.parametrize("data", [b"", b"not json", b"[1, 2]", b'{"kind": "PodList", "items": []}',
+                                  b"\xff\xfe", b'"jobs"'])
 def test_not_slurm(data: bytes) -> None:
     with pytest.raises(NotThisFormat):
         slurm.parse(data, cluster="c1")

@@ -19,7 +19,8 @@ from pipelines.parsers.base import NotThisFormat, ParseResult
 from pipelines.parsers.hostlist import HostlistError, expand
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
-FILES = sorted(p for d in ("slurm", "kubernetes", "reference") for p in (FIXTURES / d).iterdir() if p.is_file())
+FILES = sorted(path for folder in ("slurm", "kubernetes", "reference")
+               for path in (FIXTURES / folder).iterdir() if path.is_file())
 PARSERS: dict[str, Callable[..., ParseResult]] = {
     "slurm": slurm.parse, "kubernetes": kubernetes.parse, "reference": reference.parse,
     "org": reference.parse_org, "pricing": reference.parse_pricing,
@@ -27,7 +28,8 @@ PARSERS: dict[str, Callable[..., ParseResult]] = {
 FUZZ = settings(max_examples=120, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 JSON = st.recursive(
-    st.none() | st.booleans() | st.integers(-2**63, 2**64 - 1) | st.floats(allow_nan=False) | st.text(max_size=20),
+    st.none() | st.booleans() | st.integers(-2**63, 2**64 - 1) | st.floats(allow_nan=False)
+    | st.text(max_size=20),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=4),
     max_leaves=12,
 )
@@ -115,7 +117,8 @@ def test_mutated_records_become_dead_letters_not_crashes(data: st.DataObject) ->
 def test_mutated_watch_lines(data: st.DataObject) -> None:
     lines = (FIXTURES / "kubernetes" / "watch_events.jsonl").read_text().splitlines()
     index = data.draw(st.integers(0, len(lines) - 1))
-    lines[index] = orjson.dumps(_mutate(orjson.loads(lines[index]), data), option=orjson.OPT_NON_STR_KEYS).decode()
+    mutated = _mutate(orjson.loads(lines[index]), data)
+    lines[index] = orjson.dumps(mutated, option=orjson.OPT_NON_STR_KEYS).decode()
     result = check(kubernetes.parse, "\n".join(lines))
     assert result is not None and result.dead_letters  # at least the ERROR event line
 
@@ -132,7 +135,8 @@ def test_hostlist_garbage_raises_only_hostlist_error(text: str) -> None:
 
 @FUZZ
 @given(parts=st.lists(st.tuples(st.sampled_from(["gpu", "n", "rack-", "x"]),
-                                st.lists(st.tuples(st.integers(0, 30), st.integers(0, 5)), min_size=1, max_size=3)),
+                                st.lists(st.tuples(st.integers(0, 30), st.integers(0, 5)),
+                                         min_size=1, max_size=3)),
                       min_size=1, max_size=3))
 def test_hostlist_expansion_matches_the_ranges(parts: list[tuple[str, list[tuple[int, int]]]]) -> None:
     text = ",".join(prefix + "[" + ",".join(f"{lo:03d}-{lo + span:03d}" for lo, span in ranges) + "]"

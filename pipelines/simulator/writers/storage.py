@@ -1,0 +1,123 @@
+"""``storage/node_exporter.json`` and ``storage/checkpoints.jsonl``.
+
+node_exporter: a ``query_range`` matrix of ``node_disk_read_bytes_total`` /
+``node_disk_written_bytes_total`` (device ``nvme0n1``) per node — background I/O, dataset reads
+when an attempt starts, Kubernetes checkpoint writes staged on local disk — and the Lustre
+exporter's per-job ``lustre_job_read_bytes_total`` / ``lustre_job_write_bytes_total`` (``jobid``,
+``target``, ``component="ost"``) for Slurm jobs while they run (dataset reads, checkpoint writes
+and restores). Counters are cumulative integers. One point holds a non-number (malformed).
+
+checkpoints: one JSON object per line per checkpoint write or restore, in start order:
+``job_id`` (Slurm id, or ``<namespace>/<pod>``), ``attempt``, ``kind`` (``write``/``restore``),
+``path``, ``bytes``, ``started``, ``finished`` (RFC 3339 UTC), ``node``, ``cluster``. Two
+malformed lines: one truncated, one finishing before it starts.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import orjson
+
+from pipelines.simulator.config import SimConfig
+from pipelines.simulator.model.cluster import Cluster
+from pipelines.simulator.model.jobs import Attempt
+from pipelines.simulator.scheduler import SimState
+from pipelines.simulator.writers.common import prom_value, rfc3339, write_text
+
+NODE_FILE, CHECKPOINT_FILE = "storage/node_exporter.json", "storage/checkpoints.jsonl"
+NODE_MALFORMED, CHECKPOINT_MALFORMED = 1, 2
+
+
+def _spread(series: np.ndarray, cfg: SimConfig, a: int, b: int, total: float) -> None:
+    step = cfg.scrape_interval_s
+    k0, k1 = max(a // step, 0), min(max(b // step, a // step + 1), cfg.steps)
+    if k1 > k0:
+        series[k0:k1] += total / (k1 - k0)
+
+
+def _node_counters(cfg: SimConfig, cluster: Cluster, state: SimState, rng: np.random.Generator) -> dict[str, tuple]:
+    step, steps = cfg.scrape_interval_s, cfg.steps
+    out = {}
+    for node in cluster.nodes:
+        read = rng.uniform(1e6, 5e6, steps) * step
+        write = rng.uniform(5e5, 3e6, steps) * step
+        out[node.name] = (read, write, float(rng.uniform(1e11, 5e12)), float(rng.uniform(1e11, 3e12)))
+    for attempt in state.attempts:
+        end = attempt.end if attempt.end is not None else cfg.horizon
+        for name in attempt.nodes:
+            _spread(out[name][0], cfg, attempt.run_start, min(attempt.run_start + 300, end), rng.uniform(5e9, 2e11))
+        if attempt.pod is not None:
+            for ckpt in attempt.checkpoints:
+                if ckpt.kind == "write":
+                    _spread(out[ckpt.node][1], cfg, ckpt.started, ckpt.finished, ckpt.bytes)
+    return out
+
+
+def _series(name: str, labels: dict[str, str], steps: list[int], values: list[str], ts: list[str]) -> str:
+    metric = orjson.dumps(dict(sorted({"__name__": name, **labels}.items()))).decode()
+    points = ",".join(f'[{ts[k]},"{v}"]' for k, v in zip(steps, values, strict=True))
+    return f'{{"metric":{metric},"values":[{points}]}}'
+
+
+def _lustre(cfg: SimConfig, state: SimState, ts: list[str], rng: np.random.Generator) -> list[str]:
+    by_job: dict[str, list[Attempt]] = {}
+    for attempt in state.attempts:
+        if attempt.spec.scheduler == "slurm":
+            by_job.setdefault(attempt.job_id, []).append(attempt)
+    out, step = [], cfg.scrape_interval_s
+    for job_id, attempts in sorted(by_job.items()):
+        read, write = np.zeros(cfg.steps), np.zeros(cfg.steps)
+        alive = np.zeros(cfg.steps, bool)
+        for attempt in attempts:
+            end = attempt.end if attempt.end is not None else cfg.horizon
+            alive[-(-attempt.start // step):-(-end // step)] = True
+            _spread(read, cfg, attempt.run_start, min(attempt.run_start + 240, end), rng.uniform(1e9, 5e10))
+            for ckpt in attempt.checkpoints:
+                _spread(write if ckpt.kind == "write" else read, cfg, ckpt.started, ckpt.finished, ckpt.bytes)
+        steps = np.flatnonzero(alive).tolist()
+        labels = {"component": "ost", "jobid": job_id, "target": f"scratch-OST{int(job_id) % 8:04x}",
+                  "instance": "oss01:9169", "job": "lustre"}
+        for name, arr in (("lustre_job_read_bytes_total", read), ("lustre_job_write_bytes_total", write)):
+            total = np.round(np.cumsum(arr))
+            out.append(_series(name, labels, steps, [prom_value(total[k]) for k in steps], ts))
+    return out
+
+
+def write_node_exporter(path: Path, cfg: SimConfig, cluster: Cluster, state: SimState,
+                        rng: np.random.Generator) -> int:
+    ts = [prom_value(cfg.start_epoch + k * cfg.scrape_interval_s) for k in range(cfg.steps)]
+    every = list(range(cfg.steps))
+    parts = []
+    for i, (name, (read, write, read0, write0)) in enumerate(sorted(_node_counters(cfg, cluster, state, rng).items())):
+        labels = {"device": "nvme0n1", "instance": f"{name}:9100", "job": "node-exporter"}
+        for metric, arr, base in (("node_disk_read_bytes_total", read, read0),
+                                  ("node_disk_written_bytes_total", write, write0)):
+            values = [prom_value(v) for v in np.round(base + np.cumsum(arr)).tolist()]
+            if i == 0 and metric == "node_disk_written_bytes_total":
+                values[len(values) // 2] = "n/a"
+            parts.append(_series(metric, labels, every, values, ts))
+    parts += _lustre(cfg, state, ts, rng)
+    write_text(path, '{"status":"success","data":{"resultType":"matrix","result":[' + ",".join(parts) + "]}}")
+    return NODE_MALFORMED
+
+
+def write_checkpoints(path: Path, cfg: SimConfig, state: SimState) -> int:
+    rows = []
+    for attempt in state.attempts:
+        for c in attempt.checkpoints:
+            rows.append((c.started, attempt.job_id, attempt.number, {
+                "job_id": attempt.job_id, "attempt": attempt.number, "kind": c.kind, "path": c.path,
+                "bytes": c.bytes, "started": rfc3339(cfg.at(c.started)), "finished": rfc3339(cfg.at(c.finished)),
+                "node": c.node, "cluster": cfg.cluster}))
+    rows.sort(key=lambda r: r[:3])
+    lines = [orjson.dumps(r[3]).decode() for r in rows]
+    fake = {"job_id": "99997", "attempt": 1, "kind": "write", "path": "/lustre/scratch/tmp/99997/ckpt-000001",
+            "bytes": 1_000_000, "started": rfc3339(cfg.at(cfg.horizon // 2)),
+            "finished": rfc3339(cfg.at(cfg.horizon // 2 - 60)), "node": "gpu001", "cluster": cfg.cluster}
+    whole = orjson.dumps({**fake, "started": rfc3339(cfg.at(cfg.horizon // 4))}).decode()
+    lines.insert(len(lines) // 3, whole[: len(whole) // 2])
+    lines.insert(2 * len(lines) // 3, orjson.dumps(fake).decode())
+    write_text(path, "\n".join(lines) + "\n")
+    return CHECKPOINT_MALFORMED

@@ -24,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import faust
+from clickhouse_connect.driver.exceptions import OperationalError
 from kafka.partitioner.default import murmur2
 
 from pipelines import events as ev
@@ -31,6 +32,7 @@ from pipelines.producer import EventProducer
 from pipelines.settings import Settings, get_settings
 from pipelines.topics import DATA_TOPICS, GPU_METRICS, node_key, physical_name
 from streams.attribution.step import run_step
+from streams.ingest.rows import dead_letter_row
 from streams.ingest.sink import Message, write_batch, write_dead_letters
 from streams.store import Warehouse
 
@@ -72,14 +74,22 @@ def create_app(settings: Settings) -> faust.App:
             dlq_producer[0].dead_letter(letter)
         dlq_producer[0].flush()
 
+    def quarantine(message: Message, reason: str) -> None:
+        letter = ev.DeadLetter.build(topic=message.topic.removesuffix(".dlq"), source="streams", reason=reason,
+                                     raw=message.value, origin=f"{message.topic}:{message.partition}:{message.offset}")
+        warehouse.insert("dead_letters", [dead_letter_row(letter)])
+        if not message.topic.endswith(".dlq"):
+            publish_dead_letters([letter])
+
     async def in_warehouse_thread(fn: Any, *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(executor, fn, *args)
 
     for topic in DATA_TOPICS:
         _register_sink(app, topic.name, physical_name(topic, settings), in_warehouse_thread,
-                       functools.partial(write_batch, warehouse, publish_dead_letters=publish_dead_letters))
+                       functools.partial(write_batch, warehouse, publish_dead_letters=publish_dead_letters),
+                       quarantine)
         _register_sink(app, topic.dlq, physical_name(topic, settings, dlq=True), in_warehouse_thread,
-                       functools.partial(write_dead_letters, warehouse))
+                       functools.partial(write_dead_letters, warehouse), quarantine)
 
     metrics_topic = physical_name(GPU_METRICS, settings)
 
@@ -100,19 +110,43 @@ def create_app(settings: Settings) -> faust.App:
     return app
 
 
-def _register_sink(app: faust.App, logical: str, physical: str, run: Any, write: Any) -> None:
+async def _write_with_isolation(run: Any, write: Any, messages: list[Message], logical: str,
+                                quarantine: Any) -> None:
+    """Write a batch; retry while the warehouse is unreachable; isolate a message that breaks processing.
+
+    Connection errors keep the batch unacknowledged and retry with back-off (nothing is lost). Any
+    other error is a defect triggered by some message: the batch is written one message at a time
+    and each message that still fails becomes a dead letter with the error as its reason, so one
+    message can never stop the worker.
+    """
+    delay = 1.0
+    while True:
+        try:
+            await run(write, messages)
+            return
+        except OperationalError:
+            log.warning("warehouse unreachable while writing %s; retrying in %.0fs", logical, delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 30.0)
+        except Exception:
+            log.exception("a %s batch failed; isolating the message that breaks it", logical)
+            break
+    for message in messages:
+        try:
+            await run(write, [message])
+        except OperationalError:
+            await _write_with_isolation(run, write, [message], logical, quarantine)
+        except Exception as exc:
+            await run(quarantine, message, f"processing failed: {type(exc).__name__}: {exc}")
+
+
+def _register_sink(app: faust.App, logical: str, physical: str, run: Any, write: Any, quarantine: Any) -> None:
     topic = app.topic(physical, key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw")
 
     async def sink(stream: faust.StreamT) -> None:
         async for batch in stream.take_events(BATCH_MAX, within=BATCH_WITHIN_S):  # type: ignore[attr-defined]
             messages = [Message(logical, e.message.partition, e.message.offset, e.message.value) for e in batch]
-            while True:
-                try:
-                    await run(write, messages)
-                    break
-                except Exception:  # warehouse down: keep the batch unacknowledged and retry
-                    log.exception("writing a %s batch failed; retrying", logical)
-                    await asyncio.sleep(2.0)
+            await _write_with_isolation(run, write, messages, logical, quarantine)
 
     sink.__name__ = f"sink_{logical.replace('.', '_')}"
     app.agent(topic, name=f"gpuledger.sink.{logical}")(sink)

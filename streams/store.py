@@ -86,11 +86,12 @@ class Warehouse:
     # --- attribution inputs -----------------------------------------------------------------
     def pending_nodes(self) -> list[tuple[Any, ...]]:
         """(cluster, node, first_time, max_time, last_seq, pending, dirty_from, closed_until, processed_seq)."""
-        return self.query("attribution_pending")
+        return [tuple(as_utc(v) if isinstance(v, datetime) else v for v in row)
+                for row in self.query("attribution_pending")]
 
     def samples(self, cluster: str, node: str, start: datetime, end: datetime) -> list[SampleRow]:
         rows = self.query("attribution_samples", {"cluster": cluster, "node": node, "start": start, "end": end})
-        return [SampleRow(t.timestamp(), uuid, mig, idx, model, profile, util, xid, ns, pod, job, interval)
+        return [SampleRow(as_utc(t).timestamp(), uuid, mig, idx, model, profile, util, xid, ns, pod, job, interval)
                 for (t, uuid, mig, idx, model, profile, util, xid, ns, pod, job, interval) in rows]
 
     def placements(self, cluster: str, node: str, start: datetime, end: datetime) -> list[AllocationData]:
@@ -119,7 +120,7 @@ class Warehouse:
     def attempt_inputs(self, cluster: str, job_ids: Sequence[str]) -> tuple[list[tuple[Any, ...]], list[Checkpoint]]:
         rows = self.query("attempt_snapshots", {"cluster": cluster, "jobs": list(job_ids)})
         ckpts = self.query("attempt_checkpoints", {"cluster": cluster, "jobs": list(job_ids)})
-        return rows, [Checkpoint(j, a, f) for (j, a, f) in ckpts]
+        return [(as_utc(t), payload) for t, payload in rows], [Checkpoint(j, a, as_utc(f)) for (j, a, f) in ckpts]
 
     def write_attempts(self, cluster: str, facts: Sequence[AttemptFact]) -> None:
         version = now_seq()
@@ -132,6 +133,11 @@ def _attempt_row(cluster: str, f: AttemptFact, version: int) -> dict[str, Any]:
     row["cluster"] = cluster
     row["version"] = version
     return row
+
+
+def as_utc(value: datetime) -> datetime:
+    """ClickHouse DateTime64(…, 'UTC') values as aware UTC datetimes, whatever the client returned."""
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 def to_utc(seconds: float) -> datetime:

@@ -11,7 +11,7 @@ import sys
 
 import typer
 
-from pipelines.cli import check_cmd, ingest_cmd, report_cmd, services_cmd
+from pipelines.cli import check_cmd, collect_cmd, export_cmd, ingest_cmd, report_cmd, services_cmd, simulate_cmd
 
 app = typer.Typer(
     name="gpuledger",
@@ -24,6 +24,9 @@ app = typer.Typer(
 services_cmd.register(app)
 ingest_cmd.register(app)
 report_cmd.register(app)
+collect_cmd.register(app)
+simulate_cmd.register(app)
+export_cmd.register(app, report_cmd.report_app)
 app.command(help="Round-trip a probe through Kafka and ClickHouse and show it.")(check_cmd.check)
 
 

@@ -21,8 +21,9 @@ device ids, owners and failure classes). Pods without GPU resources produce no e
 A value that is not valid JSON (a truncated last line, say) or not a pod/watch event is a dead
 letter with its line number in ``origin``; the rest of the file is still parsed.
 
-Hints: ``replicas`` (time-slicing replicas per GPU when the pod does not say), ``workload_kind``
-(default kind for pods without a kind label), ``devices`` (a ``parse_pod_resources`` mapping),
+Hints: ``replicas`` (time-slicing replicas per GPU when the pod does not say; default 4),
+``workload_kind`` (default kind for pods without a kind label), ``devices`` (a
+``parse_pod_resources`` mapping),
 ``observed_at`` (when the file was captured: the last resort end time of a pod deleted without
 any time on it).
 """
@@ -38,7 +39,14 @@ import orjson
 
 from pipelines.parsers.base import NotThisFormat, ParseResult
 from pipelines.parsers.kubernetes_tracker import SOURCE, TOPIC, WATCH_TYPES, PodTracker
-from pipelines.parsers.sched_events import as_dict, decode_text, hint_time, parse_rfc3339, raw_text
+from pipelines.parsers.sched_events import (
+    as_dict,
+    decode_text,
+    gc_paused,
+    hint_time,
+    parse_rfc3339,
+    raw_text,
+)
 
 GPU_RESOURCES = ("nvidia.com/gpu", "nvidia.com/gpu.shared")
 _DECODER = json.JSONDecoder()
@@ -47,7 +55,11 @@ _LAST = datetime.max.replace(tzinfo=UTC)
 
 def parse(data: bytes | str, *, cluster: str, origin: str | None = None, **hints: Any) -> ParseResult:
     """Parse a pod list, pod object(s) or a watch-event stream."""
-    text = decode_text(data, "Kubernetes JSON")
+    with gc_paused(data):
+        return _parse(decode_text(data, "Kubernetes JSON"), cluster=cluster, origin=origin, hints=hints)
+
+
+def _parse(text: str, *, cluster: str, origin: str | None, hints: dict[str, Any]) -> ParseResult:
     values = list(_json_values(text))
     if not any(_shape(value) for value, _, _ in values):
         raise NotThisFormat("not Kubernetes JSON: no pod list, Pod object or watch event found")

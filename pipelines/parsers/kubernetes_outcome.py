@@ -1,6 +1,8 @@
 """How a pod's attempt ended, when it ended, and who owns the pod (pure; docs/ATTRIBUTION.md).
 
-End of a pod, first match wins:
+A pod's last attempt ends when the pod is deleted or reaches phase Succeeded/Failed, or when all
+its GPU containers have terminated for good (restartPolicy Never, OnFailure with exit 0, or the pod
+is being deleted) even if a sidecar without GPUs keeps the pod running. Its class, first match wins:
 
 1. ``node_failure`` — status reason ``NodeLost`` or ``NodeShutdown``, ``Terminated`` with a message
    about the node (lost, shut down, not ready, unreachable, failure), or a ``DisruptionTarget``
@@ -14,7 +16,7 @@ End of a pod, first match wins:
 5. from the GPU containers' terminated states: any ``OOMKilled`` -> ``oom``; every exit 0
    (``Completed``) -> ``success``; ``ContainerStatusUnknown`` / no exit code -> ``unknown``; any
    other non-zero exit (``Error``) -> ``app_error``. A restarted run (``lastState.terminated``) is
-   classified the same way.
+   classified the same way, except that exit 0 is ``unknown``: only a clean last run is a success.
 6. phase ``Succeeded`` with no container state -> ``success``; otherwise ``unknown``.
 
 End time: the last GPU container's ``finishedAt`` when all of them finished; else the deletion
@@ -73,10 +75,11 @@ class Outcome:
 
 
 def pod_ended(view: PodView, deleted: bool) -> bool:
-    """Is the pod done (no container will run again)?"""
+    """Has the pod released its GPUs: is it done, or are its GPU containers done for good (a
+    sidecar without GPUs may keep the pod running)?"""
     if deleted or view.phase in ("Succeeded", "Failed"):
         return True
-    if not view.all_terminated:
+    if not view.containers or not all(c.terminated is not None for c in view.containers):
         return False
     if view.deletion is not None or view.restart_policy == "Never":
         return True
@@ -122,6 +125,15 @@ def run_outcome(run: Run | None) -> Outcome:
     if run.exit_code is None or run.reason in ("ContainerStatusUnknown", "Unknown"):
         return Outcome("failure", "unknown", state, *codes)
     return Outcome("failure", "app_error", run.reason or "Error", *codes)
+
+
+def restart_outcome(run: Run | None) -> Outcome:
+    """The class of a run that was restarted: never a success (only a clean *last* run is), so a
+    run that exited 0 and was started again is ``unknown`` waste."""
+    result = run_outcome(run)
+    if result.outcome == "success":
+        return Outcome("failure", "unknown", result.scheduler_state, result.exit_code, result.signal)
+    return result
 
 
 def pod_end_time(view: PodView, deleted: bool, deleted_at: datetime | None,

@@ -5,9 +5,8 @@ GPU resources, from each container's ``resources.limits`` (``requests`` when no 
 * ``nvidia.com/gpu`` -> ``{"kind": "gpu", "count": n}``
 * ``nvidia.com/mig-<g>g.<mem>gb`` -> ``{"kind": "mig", "profile": "<g>g.<mem>gb", "count": n}``
 * ``nvidia.com/gpu.shared`` -> ``{"kind": "shared", "count": n, "replicas": N}``; N (replicas per
-  GPU of the time-slicing config) from the pod annotation ``gpuledger.io/gpu-replicas``, else the
-  ``replicas`` hint; unknown stays ``None`` (``GpuRequest.gpu_equivalents`` then counts a
-  replica as a whole GPU, and downstream may correct it from the node).
+  GPU of the time-slicing config) from the pod annotation ``gpuledger.io/replicas``, else the
+  ``replicas`` hint, else 4 (docs/ATTRIBUTION.md "Device ids on pods").
 
 The pod's GPUs are the sum over its containers, or the largest init container's when larger
 (init containers run before the app containers and reuse the same devices). A pod without any
@@ -32,7 +31,8 @@ GPU = "nvidia.com/gpu"
 SHARED = "nvidia.com/gpu.shared"
 MIG_PREFIX = "nvidia.com/mig-"
 DEVICES_ANNOTATION = "gpuledger.io/devices"
-REPLICAS_ANNOTATION = "gpuledger.io/gpu-replicas"
+REPLICAS_ANNOTATION = "gpuledger.io/replicas"
+DEFAULT_REPLICAS = 4
 PRODUCT_SELECTOR = "nvidia.com/gpu.product"
 
 
@@ -78,7 +78,6 @@ class PodView:
     completion_index: str | None
     priority_class: str | None
     containers: list[GpuContainer]  # containers holding GPUs (all app containers if none does)
-    all_terminated: bool
     gpus: list[dict[str, Any]]
     conditions: list[dict[str, Any]] = field(default_factory=list)
     latest_time: datetime | None = None  # the latest timestamp anywhere in the status
@@ -123,7 +122,6 @@ def read_pod(pod: dict[str, Any], *, replicas: int | None = None) -> PodView | N
         completion_index=annotations.get("batch.kubernetes.io/job-completion-index")
         or labels.get("batch.kubernetes.io/job-completion-index"),
         priority_class=_opt_str(spec.get("priorityClassName")), containers=containers,
-        all_terminated=bool(app) and all(_state(statuses.get(n) or {}, "terminated") for n in app),
         gpus=gpus, conditions=[c for c in _list(status.get("conditions")) if isinstance(c, dict)],
         latest_time=_latest_time(status),
     )
@@ -184,12 +182,12 @@ def _quantity(value: Any, resource: str) -> int:
     raise ValueError(f"{resource} quantity must be a whole number, got {str(value)[:20]!r}")
 
 
-def _replicas(annotation: str | None, hint: int | None) -> int | None:
+def _replicas(annotation: str | None, hint: int | None) -> int:
     if annotation is not None:
         if not annotation.strip().isdecimal() or int(annotation) < 1:
             raise ValueError(f"{REPLICAS_ANNOTATION} must be a positive integer, got {annotation[:20]!r}")
         return int(annotation)
-    return hint
+    return hint or DEFAULT_REPLICAS
 
 
 def _container(name: str, status: dict[str, Any]) -> GpuContainer:

@@ -251,9 +251,9 @@ def _restart_attempts(view: PodView, seen: int, now: int, start: datetime, open_
     if now - seen >= 2:
         merged_end = max(min(last.started, boundary) if last and last.started else boundary, start)
         merged_number = open_attempt if open_attempt is not None else now - 1
-        attempts.append((merged_number, start, merged_end, out.run_outcome(None)))
+        attempts.append((merged_number, start, merged_end, out.restart_outcome(None)))
         start = merged_end
-    attempts.append((now, start, boundary, out.run_outcome(last)))
+    attempts.append((now, start, boundary, out.restart_outcome(last)))
     return attempts
 
 

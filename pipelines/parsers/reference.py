@@ -7,32 +7,34 @@ it is in force from its ``effective_from`` until the next version's, so a reorg 
 is a new version, never an edit of history. ``effective_from`` is a date (midnight UTC) or a
 timestamp (naive means UTC). ``description`` keys are allowed anywhere and ignored.
 
-Org mapping (``kind: org``; example: ``tests/fixtures/reference/org.yaml``)::
+Org mapping (docs/ATTRIBUTION.md "Reference data formats"; example:
+``tests/fixtures/reference/org.yaml``)::
 
-    kind: org
     versions:
-      - effective_from: 2026-01-01
-        business_units:
-          research: {teams: [llm, vision]}      # a team's business unit, listed per unit ...
-        teams:
-          llm: {namespaces: [llm-train], accounts: [llm]}
-          search: {business_unit: product, namespaces: [search]}   # ... or per team
-      - effective_from: 2026-04-01
-        ...
+      - effective_from: 2026-11-01T00:00:00Z
+        business_units:            # business unit -> its teams
+          research: [llm, vision]
+          product: [search, recsys]
+        namespaces:                # Kubernetes namespace -> team
+          llm-train: llm
+        accounts:                  # Slurm account -> team
+          vision: vision
 
 Per version: one ``org.mapping`` event with ``teams`` (team -> business unit), ``namespaces``
-(Kubernetes namespace -> team) and ``accounts`` (Slurm account -> team). A team named in two
-business units, or a namespace/account claimed by two teams, is an error.
+and ``accounts`` as written. A team listed under two business units is an error; a team used in
+``namespaces``/``accounts`` but under no business unit resolves to ``unassigned`` downstream.
 
-Pricing (``kind: pricing``; example: ``tests/fixtures/reference/pricing.yaml``)::
+Pricing (example: ``tests/fixtures/reference/pricing.yaml``)::
 
-    kind: pricing
-    currency: USD
     versions:
-      - effective_from: 2026-01-01
-        gpu_hourly: {H100: 2.50, H200: 3.10, A100: 1.60}     # per GPU-hour, by GPU model
-        monthly: {network: 12000, storage: 8000, support: 5000, operations: 15000}
+      - effective_from: 2026-11-01T00:00:00Z
+        currency: USD
+        gpu_hourly: {H100: 2.50, H200: 3.10, A100: 1.60}   # per GPU-hour, by short GPU model name
+        monthly: {network: 12000, storage: 8000, support: 5000, operations: 9000}
         idle_policy: spread        # spread | platform | by_allocation
+
+An optional top-level ``kind: org`` / ``kind: pricing`` names the file's kind; without it the keys
+tell (``gpu_hourly`` -> pricing; ``business_units``/``namespaces``/``accounts`` -> org).
 
 Per version: one ``pricing.rates`` event (:class:`pipelines.events.PricingData`).
 
@@ -61,8 +63,7 @@ from pipelines.parsers.sched_events import RECORD_ERRORS, decode_text, parse_rfc
 TOPIC = topics.ORG_MAPPINGS
 ORG_KINDS = frozenset({"org", "org-mapping", "org_mapping", "org.mapping"})
 PRICING_KINDS = frozenset({"pricing", "prices", "pricing.rates"})
-_ORG_KEYS = frozenset({"effective_from", "business_units", "teams", "description"})
-_TEAM_KEYS = frozenset({"business_unit", "namespaces", "accounts", "description"})
+_ORG_KEYS = frozenset({"effective_from", "business_units", "namespaces", "accounts", "description"})
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
@@ -74,13 +75,13 @@ def parse(data: bytes | str, *, cluster: str, origin: str | None = None, **hints
         return _parse(doc, "org", cluster, origin)
     if kind == "pricing":
         return _parse(doc, "pricing", cluster, origin)
-    raise NotThisFormat("not an org mapping or pricing file: no business_units/teams or gpu_hourly found")
+    raise NotThisFormat("not an org mapping or pricing file: no business_units/namespaces/accounts or gpu_hourly")
 
 
 def parse_org(data: bytes | str, *, cluster: str, origin: str | None = None, **hints: Any) -> ParseResult:
     doc = _load(data)
     if _detect(doc) != "org":
-        raise NotThisFormat("not an org mapping: no version with business_units or teams")
+        raise NotThisFormat("not an org mapping: no version with business_units, namespaces or accounts")
     return _parse(doc, "org", cluster, origin)
 
 
@@ -123,7 +124,7 @@ def _detect(doc: dict[str, Any]) -> str | None:
     versions = [v for v in _versions(doc) if isinstance(v, dict)]
     if any("gpu_hourly" in v for v in versions):
         return "pricing"
-    if any("teams" in v or "business_units" in v for v in versions):
+    if any(key in v for v in versions for key in ("business_units", "namespaces", "accounts")):
         return "org"
     return None
 
@@ -170,26 +171,18 @@ def org_data(version: dict[str, Any]) -> dict[str, Any]:
     if unknown:
         raise ValueError(f"unknown org key(s): {', '.join(sorted(map(str, unknown)))}")
     teams: dict[str, str] = {}
-    for unit, body in _mapping(version.get("business_units"), "business_units").items():
-        unit, body = _name(unit, "business unit name"), _mapping(body, f"business unit {unit}")
-        for team in _names(body.get("teams"), f"business_units.{unit}.teams"):
+    for unit, members in _mapping(version.get("business_units"), "business_units").items():
+        unit = _name(unit, "business unit name")
+        for team in _names(members, f"business_units.{unit}"):
             _claim(teams, team, unit, "team", "business unit")
-    namespaces: dict[str, str] = {}
-    accounts: dict[str, str] = {}
-    for team, body in _mapping(version.get("teams"), "teams").items():
-        team, body = _name(team, "team name"), _mapping(body, f"team {team}")
-        unknown = set(body) - _TEAM_KEYS
-        if unknown:
-            raise ValueError(f"unknown key(s) for team {team}: {', '.join(sorted(map(str, unknown)))}")
-        if body.get("business_unit") is not None:
-            _claim(teams, team, _name(body["business_unit"], f"teams.{team}.business_unit"), "team",
-                   "business unit")
-        for namespace in _names(body.get("namespaces"), f"teams.{team}.namespaces"):
-            _claim(namespaces, namespace, team, "namespace", "team")
-        for account in _names(body.get("accounts"), f"teams.{team}.accounts"):
-            _claim(accounts, account, team, "account", "team")
     return {"effective_from": effective_from(version.get("effective_from")), "teams": teams,
-            "namespaces": namespaces, "accounts": accounts}
+            "namespaces": _to_team(version.get("namespaces"), "namespaces"),
+            "accounts": _to_team(version.get("accounts"), "accounts")}
+
+
+def _to_team(value: Any, what: str) -> dict[str, str]:
+    """``{namespace or account: team}`` with both sides non-empty names."""
+    return {_name(key, f"{what} key"): _name(team, f"{what}.{key}") for key, team in _mapping(value, what).items()}
 
 
 def pricing_data(version: dict[str, Any]) -> dict[str, Any]:

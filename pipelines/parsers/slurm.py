@@ -51,6 +51,7 @@ from pipelines.parsers.sched_events import (
     add_record_events,
     allocation_envelope,
     decode_text,
+    gc_paused,
     hint_time,
     raw_text,
 )
@@ -64,6 +65,11 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 def parse(data: bytes | str, *, cluster: str, origin: str | None = None, **hints: Any) -> ParseResult:
     """Parse one ``sacct``/``squeue``/``scontrol show nodes``/``sinfo`` JSON document."""
+    with gc_paused(data):
+        return _parse(data, cluster=cluster, origin=origin, hints=hints)
+
+
+def _parse(data: bytes | str, *, cluster: str, origin: str | None, hints: dict[str, Any]) -> ParseResult:
     doc = _load(data)
     default_kind = _kind_hint(hints.get("workload_kind"))
     if isinstance(doc.get("jobs"), list):

@@ -24,7 +24,7 @@ from pipelines.simulator.config import HOLD_INTERVALS, SimConfig
 from pipelines.simulator.intervals import intersect, union
 from pipelines.simulator.metrics import Metrics
 from pipelines.simulator.model.cluster import Cluster
-from pipelines.simulator.scheduler import SimState
+from pipelines.simulator.model.jobs import SimState
 
 MARGIN_S = 120
 SHORT_GAP = 4

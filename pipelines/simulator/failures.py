@@ -3,7 +3,9 @@
 Each attempt's fate is drawn when it starts (per scheduler and workload kind). Long-lived
 restartable pods (inference, notebooks) fail by a per-hour hazard instead. Node failures are
 planned up front: a fatal XID 79 on one whole GPU at a scrape time, repaired at a later scrape
-time, so sample-based detection of the unavailable interval is exact.
+time, so sample-based detection of the unavailable interval is exact. A failure prefers a GPU
+with work on it; when none is busy at its time it waits for the next attempt to start on that
+scheduler, and as a last chance (so that it still fits the window) takes a free GPU.
 
 Every failure class the brief names is guaranteed at least once per scheduler when the window
 allows it: the first attempts that fit get a forced fate (``Guarantee``), ending well inside the
@@ -64,18 +66,25 @@ class Guarantee:
     owed: dict[str, list[tuple[str, Callable[[JobSpec], bool]]]]
 
     @classmethod
-    def default(cls) -> Guarantee:
+    def default(cls, horizon: int) -> Guarantee:
+        """Long jobs are left alone (they are what a node failure can hit later)."""
         def not_bench(s: JobSpec) -> bool:
-            return s.kind != "benchmark"
+            return s.kind != "benchmark" and s.work <= horizon // 3 and not s.unforced
 
         def job_pod(s: JobSpec) -> bool:
-            return s.owner_kind == "Job"
+            return s.owner_kind == "Job" and s.work <= horizon // 3 and not s.unforced
 
-        return cls({
-            "slurm": [(r, not_bench) for r in ("oom", "app_error", "timeout", "preempted", "cancelled")],
-            "kubernetes": [("oom", restartable), ("app_error", job_pod), ("preempted", job_pod),
+        def checkpointed(s: JobSpec) -> bool:
+            return s.kind == "training" and bool(s.checkpoint_every)
+
+        owed: dict[str, list[tuple[str, Callable[[JobSpec], bool]]]] = {
+            "slurm": [("oom", checkpointed), *((r, not_bench) for r in ("oom", "app_error", "timeout", "preempted",
+                                                                       "cancelled"))],
+            "kubernetes": [("app_error", checkpointed), ("oom", restartable), ("app_error", job_pod),
+                           ("preempted", job_pod),
                            ("timeout", lambda s: s.kind == "training" or job_pod(s)), ("oom", job_pod)],
-        })
+        }
+        return cls(owed)
 
     def take(self, spec: JobSpec, run_start: int, remaining: int, horizon: int) -> str | None:
         """A failure class this attempt must carry, when it can end well inside the window."""
@@ -102,8 +111,14 @@ def draw_fate(spec: JobSpec, run_start: int, remaining: int, rng: np.random.Gene
               forced: str | None) -> Fate:
     """The attempt's fate (``forced``: a class from :class:`Guarantee` that fits the window)."""
     success_end = run_start + remaining
+    if spec.unforced:
+        return Fate(None, success_end)
     if forced is not None:
-        return Fate(forced, run_start + int(rng.uniform(0.2, 0.8) * forced_span(run_start, remaining, horizon)))
+        span = forced_span(run_start, remaining, horizon)
+        low = 0.2 * span
+        if spec.checkpoint_every and spec.checkpoint_every + 240 < 0.8 * span:
+            low = spec.checkpoint_every + 240  # after the first checkpoint: lost work < the attempt
+        return Fate(forced, run_start + int(rng.uniform(low, 0.8 * span)))
     if spec.kind in PER_HOUR and spec.scheduler == "kubernetes":
         best: Fate | None = None
         for reason, per_hour in PER_HOUR[spec.kind].items():
@@ -126,6 +141,8 @@ class NodeFailure:
     node: str  # preferred node; another node of the scheduler if it has no busy GPU
     at: int  # on the scrape grid
     length: int  # a multiple of the scrape interval
+    ident: int = 0
+    last_chance: bool = False  # no busy GPU came along: take a free one
 
     @property
     def repaired(self) -> int:
@@ -135,14 +152,14 @@ class NodeFailure:
 def plan_node_failures(cfg: SimConfig, cluster: Cluster, rng: np.random.Generator) -> list[NodeFailure]:
     """One or more fatal-XID failures per scheduler, at and repaired at scrape times."""
     step, horizon = cfg.scrape_interval_s, cfg.horizon
-    out = []
-    for offset, scheduler in ((0.0, "kubernetes"), (0.1, "slurm")):
+    out: list[NodeFailure] = []
+    for offset, scheduler in ((0.0, "kubernetes"), (0.05, "slurm")):
         nodes = cluster.by_scheduler(scheduler)
         count = 1 + len(nodes) // 6
         chosen = rng.choice(len(nodes), size=min(count, len(nodes)), replace=False)
         for i, node_index in enumerate(sorted(int(c) for c in chosen)):
-            frac = 0.2 + offset + 0.4 * (i + 1) / (count + 1)
+            frac = 0.2 + offset + 0.4 * i / count
             at = int(horizon * frac) // step * step
             length = max(int(horizon * rng.uniform(0.08, 0.15)) // step * step, 6 * step)
-            out.append(NodeFailure(scheduler, nodes[node_index].name, at, length))
+            out.append(NodeFailure(scheduler, nodes[node_index].name, at, length, ident=len(out)))
     return out

@@ -21,8 +21,7 @@ import numpy as np
 
 from pipelines.simulator.config import SimConfig
 from pipelines.simulator.model.cluster import Cluster, Gpu, MigInstance, Node
-from pipelines.simulator.model.jobs import Attempt
-from pipelines.simulator.scheduler import SimState
+from pipelines.simulator.model.jobs import Attempt, SimState
 from pipelines.simulator.utilization import attempt_stream, fb_share, workload_util
 
 

@@ -63,7 +63,8 @@ class Pool:
         for node in sorted(nodes, key=lambda n: (n.name in avoid, n.index)):
             keys = self.free[node.name]
             for slot in node.slots:
-                if slot.key in keys and slot.kind == kind and (kind != "mig" or slot.mig.slices == spec.mig_slices):  # type: ignore[union-attr]
+                fits = slot.mig is None or slot.mig.profile == spec.mig_profile
+                if slot.key in keys and slot.kind == kind and fits:
                     return [slot]
         return None
 

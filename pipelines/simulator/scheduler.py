@@ -15,35 +15,21 @@ ReplicaSet pod lost with its node is replaced by a new pod (a new logical job).
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 
 from pipelines.simulator.checkpoints import record_checkpoints
 from pipelines.simulator.config import SimConfig
-from pipelines.simulator.failures import Guarantee, NodeFailure, draw_fate, restartable
+from pipelines.simulator.failures import Fate, Guarantee, NodeFailure, draw_fate, restartable
 from pipelines.simulator.model.cluster import Cluster, Slot
-from pipelines.simulator.model.jobs import Attempt, JobSpec, Pod
+from pipelines.simulator.model.jobs import Attempt, JobSpec, Pod, SimState, XidInterval
 from pipelines.simulator.placement import Pool
 from pipelines.simulator.workload import k8s_suffix, new_uid
 
 END, REPAIR, XID, ARRIVE = 0, 1, 2, 3
 MAX_JOB_PODS = 4
-
-
-@dataclass(frozen=True)
-class XidInterval:
-    gpu: str  # uuid
-    node: str
-    at: int  # first sample showing XID 79
-    repaired: int  # first sample showing 0 again
-
-
-@dataclass
-class SimState:
-    specs: list[JobSpec]
-    attempts: list[Attempt]
-    xids: list[XidInterval]
+MIN_XID_STEPS = 6  # a node failure late in the window is cut short, but shows for at least this
 
 
 class Engine:
@@ -59,7 +45,10 @@ class Engine:
         self.pending: list[JobSpec] = []
         self.avoid: dict[int, set[str]] = {}
         self.holders: dict[str, Attempt] = {}
-        self.guarantee = Guarantee.default()
+        self.guarantee = Guarantee.default(cfg.horizon)
+        self.armed: list[NodeFailure] = []  # node failures waiting for a busy GPU
+        self.failed: set[int] = set()  # node failures that happened
+        self.last_chances: set[int] = set()
         for spec in specs:
             if spec.reservation is not None:
                 self.pool.reserve(spec.pinned_nodes, spec.reservation)
@@ -149,7 +138,13 @@ class Engine:
         horizon, spec = self.cfg.horizon, attempt.spec
         remaining = self.remaining(attempt)
         forced = self.guarantee.take(spec, attempt.run_start, remaining, horizon)
+        requeued = spec.scheduler == "slurm" and attempt.number > 1
+        if forced == "timeout" and requeued:  # a time limit is the job's: it cannot shrink after a run
+            self.guarantee.owe(spec, forced)
+            forced = None
         fate = draw_fate(spec, attempt.run_start, remaining, self.rng, horizon, forced)
+        if fate.reason == "timeout" and requeued:
+            fate = Fate(None, attempt.run_start + remaining)
         end = fate.end
         if fate.reason == "timeout":
             end = self.timeout_end(attempt, end)
@@ -159,13 +154,26 @@ class Engine:
         attempt.planned_reason, attempt.forced = fate.reason, forced is not None
         attempt.planned_end = max(end, attempt.start + 1)
         self.push(attempt.planned_end, END, (attempt, attempt.version))
+        self.trigger_armed(attempt)
+
+    def trigger_armed(self, attempt: Attempt) -> None:
+        """Let a waiting node failure strike this attempt's GPU at the next scrape time."""
+        step, last = self.cfg.scrape_interval_s, (self.cfg.horizon - 1) // self.cfg.scrape_interval_s
+        whole = any(slot.kind == "gpu" for slot in attempt.slots)
+        for failure in self.armed:
+            at = -(-(attempt.start + 1) // step) * step
+            fits = at // step + MIN_XID_STEPS < last and attempt.planned_end > at + 180 and whole
+            if failure.scheduler == attempt.spec.scheduler and attempt.spec.kind != "benchmark" and fits:
+                self.armed.remove(failure)
+                self.push(at, XID, replace(failure, node=attempt.nodes[0], at=at))
+                return
 
     def timeout_end(self, attempt: Attempt, end: int) -> int:
         limit = max(end - attempt.start, 60)
         if attempt.pod is not None:
             attempt.pod.active_deadline = limit
             return attempt.start + limit + self.between(1, 5)
-        minutes = max(limit // 60, 1)
+        minutes = -(-limit // 60)
         spec = attempt.spec
         spec.time_limit_min = min(spec.time_limit_min or minutes, minutes)
         return attempt.start + spec.time_limit_min * 60 + self.between(0, 20)
@@ -234,25 +242,34 @@ class Engine:
     # --- node failures --------------------------------------------------------------------
     def on_xid(self, now: int, failure: NodeFailure) -> None:
         step, last = self.cfg.scrape_interval_s, (self.cfg.horizon - 1) // self.cfg.scrape_interval_s
-        failed = {x.node for x in self.xids}
+        down = {x.node for x in self.xids}
         nodes = [self.cluster.node(failure.node)] + [
-            n for n in self.cluster.by_scheduler(failure.scheduler) if n.name != failure.node and n.name not in failed]
+            n for n in self.cluster.by_scheduler(failure.scheduler) if n.name != failure.node and n.name not in down]
         held: list[Slot] = []
         for node in nodes:
             held = [s for s in node.slots if s.kind == "gpu" and s.gpu.uuid not in self.pool.blocked
                     and self._breakable(self.holders.get(s.key), now)]
             if held:
                 break
-        later = now + 10 * step
-        if not held and (later + failure.length) // step < last:
-            self.push(later, XID, replace(failure, at=later))  # wait for a GPU with work on it
+        if failure.ident in self.failed:
             return
+        if not held and not failure.last_chance:
+            deadline = (last - MIN_XID_STEPS - 1) * step
+            if now < deadline:
+                if all(f.ident != failure.ident for f in self.armed):
+                    self.armed.append(failure)  # wait for an attempt to start (see trigger_armed)
+                if failure.ident not in self.last_chances:
+                    self.last_chances.add(failure.ident)
+                    self.push(deadline, XID, replace(failure, at=deadline, last_chance=True))
+                return
         held.sort(key=lambda s: (self.holders[s.key].forced, self.holders[s.key].spec.kind != "training",
                                  s.gpu.index))
         free = [s for s in nodes[0].slots if s.kind == "gpu" and s.key in self.pool.free[nodes[0].name]]
-        slot = (held or free or [None])[0]
-        if slot is None:
+        if not held and not free:
             return
+        slot = (held or free)[0]
+        self.failed.add(failure.ident)
+        self.armed = [f for f in self.armed if f.ident != failure.ident]
         self.pool.block(slot)
         repaired = min(failure.repaired, last * step)
         self.xids.append(XidInterval(slot.gpu.uuid, slot.gpu.node, now, repaired))

@@ -33,9 +33,8 @@ from pipelines.simulator.failures import scheduler_state
 from pipelines.simulator.intervals import StepIntegral, clip, intersect, measure, union
 from pipelines.simulator.metrics import Metrics
 from pipelines.simulator.model.cluster import Cluster, Gpu
-from pipelines.simulator.model.jobs import Attempt
+from pipelines.simulator.model.jobs import Attempt, SimState
 from pipelines.simulator.org import UNKNOWN_MODEL, OrgVersion, team_of
-from pipelines.simulator.scheduler import SimState
 
 FIELDS = ("allocated", "busy", "failed", "unobserved", "lost")
 ATTEMPT_GROUPS = ("team", "model", "namespace", "account", "failure_reason", "job", "logical_job", "cluster")
@@ -142,7 +141,8 @@ class Truth:
             "scheduler": spec.scheduler, "kind": spec.kind, "submit": iso(at(attempt.submit)),
             "start": iso(at(attempt.start)), "end": iso(at(attempt.end)) if attempt.end is not None else None,
             "outcome": attempt.outcome, "failure_reason": keys["failure_reason"] if attempt.reason else None,
-            "scheduler_state": scheduler_state(spec.scheduler, attempt.reason, attempt.end is not None), "gpu_seconds": alloc / UNIT, "lost_gpu_seconds": lost / UNIT,
+            "scheduler_state": scheduler_state(spec.scheduler, attempt.reason, attempt.end is not None),
+            "gpu_seconds": alloc / UNIT, "lost_gpu_seconds": lost / UNIT,
             "queue_seconds": wait, "queue_gpu_seconds": wait * spec.gpus_requested, "gpus": spec.gpus_requested,
             "nodes": attempt.nodes, "team": keys["team"], "model": keys["model"],
             "namespace": spec.namespace, "account": spec.account,

@@ -122,9 +122,8 @@ def test_snapshot_mig_shared_eviction_pending_and_cpu_pods() -> None:
     assert [(g.kind, g.count, g.profile) for g in mig.data.gpus] == [("mig", 1, "3g.40gb")]
     assert mig.data.requested_gpus == pytest.approx(3 / 7) and mig.data.owner.workload_kind == "notebook"
     shared = running["serving/embed-7c4d"]
-    assert [(g.kind, g.replicas) for g in shared.data.gpus] == [("shared", 4)] and shared.data.device_ids == [
-        "GPU-e1::2"]
-    assert shared.data.requested_gpus == pytest.approx(0.25)
+    assert [(g.kind, g.replicas) for g in shared.data.gpus] == [("shared", 2)]
+    assert shared.data.device_ids == ["GPU-e1::2"] and shared.data.requested_gpus == pytest.approx(0.5)
     evicted = ended(events, "search/batch-embed-9k")[1].data
     assert (evicted.failure_reason, evicted.scheduler_state, evicted.end_time) == (
         "preempted", "Evicted", at(20 + 3 / 60))
@@ -237,6 +236,15 @@ def test_tracker_missed_restarts_close_the_open_attempt() -> None:
     assert (events[0].data.end_time, events[0].data.failure_reason) == (at(20), "unknown")
 
 
+def test_a_restarted_run_that_exited_zero_is_not_a_success() -> None:
+    tracker = PodTracker(cluster="c1")
+    tracker.observe(pod("z", policy="Always", statuses=[status()]))
+    later = pod("z", policy="Always", statuses=[status(1, {"running": {"startedAt": iso(9)}},
+                                                       terminated(0, "Completed", 1, 8))])
+    first = [e for e in tracker.observe(later).events if e.type == "allocation.ended"][0].data
+    assert (first.outcome, first.failure_reason, first.exit_code, first.end_time) == ("failure", "unknown", 0, at(8))
+
+
 def test_job_retry_after_restarts_continues_the_numbering() -> None:
     owner = [{"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": "u", "controller": True}]
     first = pod("j-1", ownerReferences=owner, phase="Failed", policy="OnFailure",
@@ -256,9 +264,9 @@ def test_job_retry_after_restarts_continues_the_numbering() -> None:
     ({"nvidia.com/gpu": 4}, {}, None, [("gpu", 4, None, None)]),
     ({"nvidia.com/mig-3g.40gb": "1"}, {}, None, [("mig", 1, "3g.40gb", None)]),
     ({"nvidia.com/mig-1g.10gb+me": "2"}, {}, None, [("mig", 2, "1g.10gb+me", None)]),
-    ({"nvidia.com/gpu.shared": "1"}, {"gpuledger.io/gpu-replicas": "8"}, 4, [("shared", 1, None, 8)]),
-    ({"nvidia.com/gpu.shared": "1"}, {}, 4, [("shared", 1, None, 4)]),
-    ({"nvidia.com/gpu.shared": "1"}, {}, None, [("shared", 1, None, None)]),
+    ({"nvidia.com/gpu.shared": "1"}, {"gpuledger.io/replicas": "8"}, 2, [("shared", 1, None, 8)]),
+    ({"nvidia.com/gpu.shared": "2"}, {}, 2, [("shared", 2, None, 2)]),
+    ({"nvidia.com/gpu.shared": "1"}, {}, None, [("shared", 1, None, 4)]),  # documented default
     ({"cpu": "4", "memory": "1Gi"}, {}, None, []),
 ])
 def test_gpu_limits(limits: dict[str, Any], annotations: dict[str, str], replicas: int | None,
@@ -343,6 +351,16 @@ def test_ended_pod_without_any_time_is_a_dead_letter_unless_a_time_is_given() ->
     assert result.events == [] and "end time" in result.dead_letters[0].reason
     (end,) = [e for e in parse_one(lost, observed_at=iso(9)) if e.type == "allocation.ended"]
     assert (end.data.failure_reason, end.data.end_time) == ("node_failure", at(9))
+
+
+def test_gpu_container_done_while_a_sidecar_runs_ends_the_attempt() -> None:
+    obj = pod("s", statuses=[status(state=terminated(0, "Completed", 1, 12)),
+                             {"name": "proxy", "restartCount": 0, "state": {"running": {"startedAt": iso(1)}}}])
+    obj["spec"]["containers"].append({"name": "proxy", "resources": {"limits": {"cpu": "1"}}})
+    (end,) = [e for e in parse_one(obj) if e.type == "allocation.ended"]
+    assert (end.data.outcome, end.data.end_time) == ("success", at(12))
+    obj["spec"]["restartPolicy"] = "Always"  # the GPU container will run again: not ended
+    assert [e.type for e in parse_one(obj)] == ["allocation.pending", "allocation.running"]
 
 
 def test_deleted_event_without_timestamp_uses_the_event_time() -> None:

@@ -35,7 +35,7 @@ def test_org_fixture_versions() -> None:
     assert second.data.namespaces["monitoring"] == "infra" and second.data.accounts["ops"] == "infra"
 
 
-def test_pricing_fixture_versions_inherit_top_level_currency() -> None:
+def test_pricing_fixture_versions() -> None:
     result = reference.parse(PRICING, cluster="c1")
     assert result.dead_letters == []
     first, second = result.events
@@ -49,8 +49,9 @@ def test_pricing_fixture_versions_inherit_top_level_currency() -> None:
 
 
 @pytest.mark.parametrize("text, kind", [
-    ("effective_from: 2026-02-01\nteams: {llm: {business_unit: research, namespaces: [a]}}\n", "org.mapping"),
-    ("effective_from: 2026-02-01\nbusiness_units: {research: {teams: [llm]}}\n", "org.mapping"),
+    ("effective_from: 2026-02-01\nbusiness_units: {research: [llm]}\n", "org.mapping"),
+    ("effective_from: 2026-02-01T00:00:00Z\nnamespaces: {llm-train: llm}\n", "org.mapping"),
+    ("kind: org\neffective_from: 2026-02-01\naccounts: {}\n", "org.mapping"),
     ("effective_from: 2026-02-01\ncurrency: EUR\ngpu_hourly: {H100: 2}\n", "pricing.rates"),
     ("kind: pricing\nversions:\n  - {effective_from: 2026-02-01, currency: EUR, gpu_hourly: {A100: 1}}\n",
      "pricing.rates"),
@@ -59,6 +60,14 @@ def test_single_version_and_detection_without_kind(text: str, kind: str) -> None
     result = reference.parse(text, cluster="c1")
     assert [e.type for e in result.events] == [kind] and result.dead_letters == []
     assert result.events[0].time == day(2026, 2, 1)
+
+
+def test_top_level_keys_are_defaults_for_every_version() -> None:
+    text = "currency: EUR\nidle_policy: platform\nversions:\n" \
+           "  - {effective_from: 2026-02-01, gpu_hourly: {H100: 2}}\n" \
+           "  - {effective_from: 2026-03-01, gpu_hourly: {H100: 3}, currency: USD}\n"
+    events = reference.parse(text, cluster="c1").events
+    assert [(e.data.currency, e.data.idle_policy) for e in events] == [("EUR", "platform"), ("USD", "platform")]
 
 
 def test_effective_from_timestamp_forms() -> None:
@@ -70,13 +79,13 @@ def test_effective_from_timestamp_forms() -> None:
 
 
 @pytest.mark.parametrize("bad_version, reason", [
-    ("{teams: {llm: {namespaces: [a]}}}", "effective_from"),
-    ("{effective_from: 2026-05-01, business_units: {r: {teams: [llm]}, p: {teams: [llm]}}}",
-     "two business units"),
-    ("{effective_from: 2026-05-01, teams: {a: {namespaces: [x]}, b: {namespaces: [x]}}}", "two teams"),
-    ("{effective_from: 2026-05-01, teams: {a: {namespace: [x]}}}", "unknown key"),
-    ("{effective_from: 2026-05-01, team: {}}", "unknown org key"),
-    ("{effective_from: 2026-01-01, teams: {z: {}}}", "second version"),
+    ("{business_units: {research: [llm]}}", "effective_from"),
+    ("{effective_from: 2026-05-01, business_units: {r: [llm], p: [llm]}}", "two business units"),
+    ("{effective_from: 2026-05-01, business_units: {r: {teams: [llm]}}}", "list of names"),
+    ("{effective_from: 2026-05-01, namespaces: [llm-train]}", "must be a mapping"),
+    ("{effective_from: 2026-05-01, accounts: {llm: ''}}", "non-empty names"),
+    ("{effective_from: 2026-05-01, teams: {llm: research}}", "unknown org key"),
+    ("{effective_from: 2026-01-01T00:00:00Z, namespaces: {a: b}}", "second version"),
     ("just a string", "not a mapping"),
 ])
 def test_bad_org_version_is_a_dead_letter_and_others_still_count(bad_version: str, reason: str) -> None:
@@ -88,12 +97,13 @@ def test_bad_org_version_is_a_dead_letter_and_others_still_count(bad_version: st
 
 
 @pytest.mark.parametrize("bad_version, reason", [
-    ("{effective_from: 2026-09-01, gpu_hourly: {H100: -1}}", "greater than or equal"),
-    ("{effective_from: 2026-09-01, gpu_hourly: {}}", "at least one GPU model"),
-    ("{effective_from: 2026-09-01, gpu_hourly: {H100: 2}, idle_policy: nobody}", "idle_policy"),
+    ("{effective_from: 2026-09-01, currency: USD, gpu_hourly: {H100: -1}}", "greater than or equal"),
+    ("{effective_from: 2026-09-01, currency: USD, gpu_hourly: {}}", "at least one GPU model"),
+    ("{effective_from: 2026-09-01, currency: USD, gpu_hourly: {H100: 2}, idle_policy: nobody}", "idle_policy"),
     ("{effective_from: 2026-09-01, gpu_hourly: {H100: 2}, currency: DOLLARS}", "currency"),
-    ("{effective_from: 2026-09-01, gpu_hourly: {H100: 2}, monthly: {power: 5}}", "power"),
-    ("{effective_from: never, gpu_hourly: {H100: 2}}", "timestamp"),
+    ("{effective_from: 2026-09-01, gpu_hourly: {H100: 2}}", "currency"),
+    ("{effective_from: 2026-09-01, currency: USD, gpu_hourly: {H100: 2}, monthly: {power: 5}}", "power"),
+    ("{effective_from: never, currency: USD, gpu_hourly: {H100: 2}}", "timestamp"),
 ])
 def test_bad_pricing_version_is_a_dead_letter(bad_version: str, reason: str) -> None:
     text = PRICING.replace("versions:\n", f"versions:\n  - {bad_version}\n", 1)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import gc
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -318,6 +319,15 @@ def test_ids_are_deterministic_and_unique(name: str) -> None:
     first, second = load(name), load(name)
     assert [e.id for e in first] == [e.id for e in second]
     assert len({e.id for e in first}) == len(first)
+
+
+def test_large_input_parses_the_same_and_leaves_the_collector_on() -> None:
+    doc = orjson.loads((FIXTURES / "sacct_v0039.json").read_bytes())
+    doc["jobs"] = [{**copy.deepcopy(doc["jobs"][0]), "job_id": 5000 + i} for i in range(700)]
+    data = orjson.dumps(doc)
+    assert len(data) > 1 << 20  # big enough to pause the cyclic collector while parsing
+    result = slurm.parse(data, cluster="c1")
+    assert gc.isenabled() and len(result.events) == 700 * 5 and result.dead_letters == []
 
 
 def test_duplicate_record_parsed_once() -> None:

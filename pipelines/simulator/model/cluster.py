@@ -127,7 +127,8 @@ def _mig_instances(model: GpuModel, layout: tuple[int, ...]) -> tuple[MigInstanc
 def _gpus(name: str, model: GpuModel, kube_index: int | None, rng: np.random.Generator) -> tuple[Gpu, ...]:
     gpus = []
     for i in range(8):
-        layout, mig, replicas = "whole", (), 0
+        layout, replicas = "whole", 0
+        mig: tuple[MigInstance, ...] = ()
         if kube_index is not None and i == 6:
             layout = "mig"
             mig = _mig_instances(model, MIG_LAYOUT_FULL if kube_index % 2 == 0 else MIG_LAYOUT_PARTIAL)

@@ -5,7 +5,8 @@ ReplicaSet pod, a notebook pod). Each run of it is an :class:`Attempt` with sche
 integer simulation seconds: ``start`` (allocation start: Slurm ``time.start``, pod
 ``status.startTime``, or the previous run's end for an in-pod container restart), ``run_start``
 (the workload begins; before it the GPUs are held but idle) and ``end`` (``None`` while running
-at the end of the window).
+at the end of the window). :class:`SimState` is what the scheduler hands on: every job, every
+attempt, and the fatal-XID intervals (:class:`XidInterval`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ class JobSpec:
     count: int  # GPUs (or instances / replicas) per node
     nodes: int = 1
     mig_slices: int | None = None
+    mig_profile: str | None = None  # the MIG profile requested (nvidia.com/mig-<profile>)
     gpu_type: str | None = None  # GpuModel.short required (Slurm typed GRES), or None
     namespace: str | None = None
     account: str | None = None
@@ -47,6 +49,7 @@ class JobSpec:
     slurm_id: int | None = None
     attempts: list[Attempt] = field(default_factory=list)
     progress: int = 0  # work already safe in a checkpoint
+    unforced: bool = False  # never fails by itself (left for a node failure to hit)
     dropped: bool = False  # never ran and is not pending (an acceptance run whose nodes were down)
     pending_pod: Pod | None = None  # Kubernetes: the pod waiting to be scheduled
 
@@ -122,3 +125,18 @@ class Attempt:
         """Finish time of the last completed checkpoint write, if any."""
         done = [c.finished for c in self.checkpoints if c.kind == "write"]
         return max(done) if done else None
+
+
+@dataclass(frozen=True)
+class XidInterval:
+    gpu: str  # uuid
+    node: str
+    at: int  # first sample showing XID 79
+    repaired: int  # first sample showing 0 again
+
+
+@dataclass
+class SimState:
+    specs: list[JobSpec]
+    attempts: list[Attempt]
+    xids: list[XidInterval]

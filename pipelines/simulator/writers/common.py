@@ -32,13 +32,12 @@ def compress_hostlist(names: list[str]) -> str:
     numbers = sorted(int(n[len(prefix):]) for n in names)
     ranges: list[str] = []
     run_start = prev = numbers[0]
-    for n in numbers[1:] + [None]:  # type: ignore[list-item]
-        if n is not None and n == prev + 1:
+    for n in [*numbers[1:], -1]:  # -1: a sentinel that closes the last run
+        if n == prev + 1:
             prev = n
             continue
         ranges.append(f"{run_start:0{width}d}" if run_start == prev else f"{run_start:0{width}d}-{prev:0{width}d}")
-        if n is not None:
-            run_start = prev = n
+        run_start = prev = n
     return f"{prefix}[{','.join(ranges)}]"
 
 

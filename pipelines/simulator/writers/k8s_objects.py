@@ -53,7 +53,8 @@ class PodView:
             deploy, _, template = (spec.owner_name or "").rpartition("-")
             labels.update({"app": deploy, "pod-template-hash": template})
         else:
-            labels.update({"app": "jupyterhub", "component": "singleuser-server", "hub.jupyter.org/username": spec.user})
+            labels.update({"app": "jupyterhub", "component": "singleuser-server",
+                           "hub.jupyter.org/username": spec.user})
         if spec.model and spec.model_via == "label":
             labels["model"] = spec.model
         if spec.team_label:
@@ -72,12 +73,7 @@ class PodView:
 
     def _spec(self, stage: str) -> dict[str, Any]:
         spec, pod = self.spec, self.pod
-        profile = None
-        if self.attempts and self.attempts[0].slots[0].mig is not None:
-            profile = self.attempts[0].slots[0].mig.profile
-        elif spec.request == "mig":
-            profile = f"{spec.mig_slices}g.{10 * (spec.mig_slices or 1)}gb"
-        limits = _limits(spec, profile)
+        limits = _limits(spec, spec.mig_profile)
         body: dict[str, Any] = {
             "restartPolicy": pod.restart_policy, "schedulerName": "default-scheduler",
             "terminationGracePeriodSeconds": 30,
@@ -124,13 +120,12 @@ class PodView:
     def render(self, at: int, stage: str, i: int = 0) -> dict[str, Any]:
         from pipelines.simulator.writers.k8s_status import status_of
 
-        obj = {"kind": "Pod", "apiVersion": "v1", "metadata": self._metadata(stage), "spec": self._spec(stage),
-               "status": status_of(self, at, stage, i)}
+        obj: dict[str, Any] = {"kind": "Pod", "apiVersion": "v1", "metadata": self._metadata(stage),
+                               "spec": self._spec(stage), "status": status_of(self, at, stage, i)}
         pod = self.pod
         deletion = None
-        if pod.disruption is not None and stage in ("disrupted", "ended", "deleted"):
-            deletion = pod.deletion_ts
-        elif pod.phase_reason == "NodeLost" and stage in ("ended", "deleted"):
+        disrupted = pod.disruption is not None and stage in ("disrupted", "ended", "deleted")
+        if disrupted or (pod.phase_reason == "NodeLost" and stage in ("ended", "deleted")):
             deletion = pod.deletion_ts
         elif stage == "deleted":
             deletion = pod.deletion_ts or pod.deleted

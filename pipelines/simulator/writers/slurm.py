@@ -41,10 +41,12 @@ def _record(cfg: SimConfig, spec: JobSpec, attempt: Attempt | None, restart: int
     epoch = cfg.start_epoch
     comment, wckey = _model_fields(spec)
     nodes = attempt.nodes if attempt else []
-    ended = attempt is not None and attempt.end is not None
-    state = SLURM_STATE[attempt.reason] if ended else ("RUNNING" if attempt else "PENDING")
+    finished = attempt.end if attempt is not None else None
+    reason = attempt.reason if attempt is not None else None
+    ended = finished is not None
+    state = SLURM_STATE[reason] if ended else ("RUNNING" if attempt else "PENDING")
     start = epoch + attempt.start if attempt else 0
-    end = epoch + attempt.end if ended else 0  # type: ignore[operator]
+    end = epoch + finished if finished is not None else 0
     submit = epoch + (attempt.submit if attempt else pending_since)
     eligible = epoch + (attempt.eligible if attempt and attempt.eligible is not None else pending_since)
     elapsed = (end or epoch + cfg.horizon) - start if attempt else 0
@@ -54,8 +56,8 @@ def _record(cfg: SimConfig, spec: JobSpec, attempt: Attempt | None, restart: int
         "allocation_nodes": len(nodes), "association": {"account": spec.account, "cluster": cfg.cluster,
                                                         "partition": "", "user": spec.user, "id": 10 + spec.seq % 50},
         "cluster": cfg.cluster, "derived_exit_code": exit_code(None, ended),
-        "exit_code": exit_code(attempt.reason if attempt else None, ended),
-        "failed_node": nodes[0] if ended and attempt.reason == "node_failure" else "",  # type: ignore[union-attr]
+        "exit_code": exit_code(reason, ended),
+        "failed_node": nodes[0] if reason == "node_failure" else "",
         "flags": ["CLEAR_SCHEDULING", "STARTED_ON_SCHEDULE"] if attempt else [], "group": spec.account,
         "job_id": spec.slurm_id, "name": spec.name, "nodes": compress_hostlist(nodes) or "None assigned",
         "partition": spec.partition, "hold": False, "priority": no_val(4294901000 - spec.seq), "qos": "normal",
@@ -129,7 +131,8 @@ def _squeue_job(cfg: SimConfig, spec: JobSpec, attempt: Attempt | None, restart:
     comment, wckey = _model_fields(spec)
     limit = (spec.time_limit_min or 0) * 60
     start = epoch + attempt.start if attempt else 0
-    submit = epoch + (attempt.submit if attempt else (spec.attempts[-1].end if spec.attempts else spec.submit))  # type: ignore[operator]
+    waiting_since = spec.attempts[-1].end if spec.attempts and spec.attempts[-1].end is not None else spec.submit
+    submit = epoch + (attempt.submit if attempt else waiting_since)
     job: dict[str, Any] = {
         "account": spec.account, "accrue_time": submit, "admin_comment": "", "batch_flag": True,
         "batch_host": attempt.nodes[0] if attempt else "", "cluster": cfg.cluster,
@@ -155,7 +158,8 @@ def write_squeue(path: Path, cfg: SimConfig, specs: list[JobSpec], pending: list
             for a in s.attempts if a.end is None]
     jobs += [_squeue_job(cfg, spec, None, restart) for spec, restart in pending]
     jobs.sort(key=lambda j: j["job_id"])
-    bad = dict(jobs[0]) if jobs else _squeue_job(cfg, specs[0], None, 0)
+    template = next(s for s in specs if s.scheduler == "slurm")
+    bad = _squeue_job(cfg, template, None, 0)
     bad.update(job_id=99999, name="state-garbage", job_state=42)
     jobs.insert(len(jobs) // 2, bad)
     doc = {"meta": {"plugin": {"type": "openapi/v0.0.39", "name": "Slurm OpenAPI v0.0.39", "data_parser": "v0.0.39"},

@@ -29,13 +29,12 @@ def exit_code(reason: str | None, ended: bool) -> dict[str, Any]:
 
 def _ranges(indices: list[int]) -> str:
     out, run = [], [indices[0]]
-    for i in indices[1:] + [None]:  # type: ignore[list-item]
-        if i is not None and i == run[-1] + 1:
+    for i in [*indices[1:], -1]:  # -1: a sentinel that closes the last run
+        if i == run[-1] + 1:
             run.append(i)
             continue
         out.append(str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}")
-        if i is not None:
-            run = [i]
+        run = [i]
     return ",".join(out)
 
 

@@ -22,8 +22,7 @@ import orjson
 
 from pipelines.simulator.config import SimConfig
 from pipelines.simulator.model.cluster import Cluster
-from pipelines.simulator.model.jobs import Attempt
-from pipelines.simulator.scheduler import SimState
+from pipelines.simulator.model.jobs import Attempt, SimState
 from pipelines.simulator.writers.common import prom_value, rfc3339, write_text
 
 NODE_FILE, CHECKPOINT_FILE = "storage/node_exporter.json", "storage/checkpoints.jsonl"

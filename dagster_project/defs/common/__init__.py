@@ -1,0 +1,1 @@
+"""Pieces every concept shares: the warehouse resource, partitions and the partition-replacing writes."""

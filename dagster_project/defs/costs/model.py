@@ -1,0 +1,272 @@
+"""The daily cost allocation: who pays for every GPU-second and every shared cost of one day.
+
+Pure functions, no I/O. Each term of the cost model is its own set of lines, so the unit cost
+shows ``compute + network + storage + support + operations + idle + retries`` term by term.
+
+Terms (per cluster and day):
+
+- ``compute``: allocated GPU-seconds that were not lost to a failure, at the hourly rate of their
+  GPU model in force at the time (effective-dated), charged to the owner that held them.
+- ``retries``: GPU-seconds of failed attempts after their last completed checkpoint (the work a
+  retry has to redo), at the same rate, charged to the owner of the failed attempt.
+- ``idle``: unallocated and unavailable capacity at its GPU model's rate, assigned by the idle
+  policy in force (see :func:`allocate_idle`).
+- ``network``, ``storage``, ``support``, ``operations``: the monthly shared costs spread evenly
+  over the seconds of their month, then shared to owners by the term's basis
+  (:class:`SharePolicy`).
+
+Whatever no owner takes (the ``platform`` idle policy, idle capacity of a pool nobody used under
+``by_allocation``, any cost of a day without allocations) stays on the platform's unshared
+remainder line (business unit ``__platform__``). Pro-rata shares are rounded down to 1e-12 and the
+residue goes to the largest share, so the lines of a day add up to the day's cluster cost exactly.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from decimal import ROUND_DOWN, Decimal
+from typing import Literal
+
+from dagster_project.defs.costs.pricing import EPOCH, SHARED_TERMS, IdlePolicy, PriceBook, month_bounds, shared_amount
+
+PLATFORM = "__platform__"
+Q12 = Decimal("0.000000000001")
+HOUR = Decimal(3600)
+GPU_HOURS = "GPU-Hours"
+MONTHS = "Months"
+Basis = Literal["gpu_hours", "bytes_moved", "platform"]
+Owner = tuple[str, str, str]  # (business_unit, team, model)
+PLATFORM_OWNER: Owner = (PLATFORM, "", "")
+
+
+@dataclass(frozen=True)
+class SharePolicy:
+    """How each shared monthly cost is divided among owners.
+
+    ``gpu_hours``: pro rata to each owner's allocated GPU-hours of the day (all GPU models).
+    ``bytes_moved``: pro rata to the storage bytes read and written by each owner's jobs, where the
+    storage counters name the job; on a day without such bytes it falls back to ``gpu_hours``.
+    ``platform``: not shared; the whole amount stays on the platform's remainder line.
+    """
+
+    network: Basis = "gpu_hours"
+    storage: Basis = "bytes_moved"
+    support: Basis = "gpu_hours"
+    operations: Basis = "gpu_hours"
+
+    def basis(self, term: str) -> Basis:
+        value: Basis = getattr(self, term)
+        return value
+
+
+@dataclass(frozen=True)
+class UsageSegment:
+    """GPU-seconds of one kind and owner, on one GPU model, in one rate segment of a day.
+
+    ``segment_start`` is the start of the rate version in force (``EPOCH`` before any version).
+    """
+
+    gpu_model: str
+    segment_start: datetime
+    kind: str  # allocated | unallocated | unavailable
+    owner: Owner
+    gpu_seconds: float
+    busy_seconds: float = 0.0
+    unobserved_seconds: float = 0.0
+    lost_seconds: float = 0.0  # failed attempts' seconds after their last checkpoint
+
+
+@dataclass(frozen=True)
+class CostLine:
+    term: str
+    owner: Owner
+    gpu_model: str
+    price_from: datetime
+    unit_price: Decimal
+    pricing_unit: str
+    quantity: float
+    consumed_quantity: float
+    consumed_unit: str
+    basis: str
+    cost: Decimal
+    gpu_hours: float = 0.0
+    busy_gpu_hours: float = 0.0
+    idle_gpu_hours: float = 0.0
+    failure_waste_gpu_hours: float = 0.0
+
+    def key(self) -> tuple[object, ...]:
+        return (self.term, self.owner, self.gpu_model, self.price_from, self.unit_price, self.pricing_unit,
+                self.consumed_unit, self.basis)
+
+
+@dataclass
+class DayAllocation:
+    lines: list[CostLine]
+    total: Decimal
+    unpriced_gpu_seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+
+def gpu_cost(seconds: float, hourly: Decimal) -> Decimal:
+    """Cost of ``seconds`` GPU-seconds at ``hourly`` per GPU-hour, to 1e-12."""
+    return (Decimal(repr(float(seconds))) * hourly / HOUR).quantize(Q12)
+
+
+def pro_rata(amount: Decimal, weights: dict[Owner, float]) -> dict[Owner, Decimal]:
+    """Shares of ``amount`` proportional to ``weights``, rounded down to 1e-12 (never more than amount)."""
+    total = sum(w for w in weights.values() if w > 0)
+    if total <= 0:
+        return {}
+    t = Decimal(repr(float(total)))
+    return {o: (amount * Decimal(repr(float(w))) / t).quantize(Q12, rounding=ROUND_DOWN)
+            for o, w in sorted(weights.items()) if w > 0}
+
+
+def allocate_day(day_start: datetime, day_end: datetime, usage: Iterable[UsageSegment], book: PriceBook,
+                 policy: SharePolicy, storage_bytes: dict[Owner, float] | None = None) -> DayAllocation:
+    """Every cost of ``[day_start, day_end)`` as lines per term and owner; lines sum to ``total``."""
+    segments = list(usage)
+    alloc = DayAllocation([], Decimal(0))
+    alloc.lines += direct_lines(segments, book, alloc)
+    alloc.lines += allocate_idle(segments, book, alloc, day_start)
+    weights = allocated_weights(segments)
+    for a, b, version in book.shared_segments(day_start, day_end):
+        m_start, m_end = month_bounds(a)
+        month_fraction = (b - a).total_seconds() / (m_end - m_start).total_seconds()
+        day_fraction = (b - a).total_seconds() / max((day_end - day_start).total_seconds(), 1.0)
+        for term in SHARED_TERMS:
+            amount = shared_amount(version, term, a, b).quantize(Q12)
+            alloc.total += amount
+            basis, w, unit = _shared_basis(policy.basis(term), weights, storage_bytes or {})
+            alloc.lines += _spread(term, amount, w, basis, version.effective_from, version.monthly[term], MONTHS,
+                                   month_fraction, unit, day_fraction)
+    alloc.lines = merge_lines(alloc.lines)
+    return alloc
+
+
+def direct_lines(segments: list[UsageSegment], book: PriceBook, alloc: DayAllocation) -> list[CostLine]:
+    """``compute`` and ``retries`` lines of the allocated segments, at each segment's rate."""
+    lines: list[CostLine] = []
+    for s in segments:
+        if s.kind != "allocated":
+            continue
+        price, since = _price(book, s, alloc)
+        lost = min(max(s.lost_seconds, 0.0), s.gpu_seconds)
+        kept = s.gpu_seconds - lost
+        idle = max(s.gpu_seconds - s.busy_seconds - s.unobserved_seconds, 0.0)
+        kept_cost, lost_cost = gpu_cost(kept, price), gpu_cost(lost, price)
+        alloc.total += kept_cost + lost_cost
+        lines.append(CostLine("compute", s.owner, s.gpu_model, since, price, GPU_HOURS, kept / 3600, kept / 3600,
+                              GPU_HOURS, "direct", kept_cost, gpu_hours=kept / 3600,
+                              busy_gpu_hours=s.busy_seconds / 3600, idle_gpu_hours=idle / 3600))
+        if lost > 0:
+            lines.append(CostLine("retries", s.owner, s.gpu_model, since, price, GPU_HOURS, lost / 3600, lost / 3600,
+                                  GPU_HOURS, "direct", lost_cost, gpu_hours=lost / 3600,
+                                  failure_waste_gpu_hours=lost / 3600))
+    return lines
+
+
+def allocate_idle(segments: list[UsageSegment], book: PriceBook, alloc: DayAllocation,
+                  day_start: datetime) -> list[CostLine]:
+    """``idle`` lines: the cost of unallocated and unavailable capacity, by the idle policy in force.
+
+    - ``spread``: each idle pool (GPU model × rate segment) is shared to owners pro rata to their
+      allocated GPU-hours of the day on any GPU model: idle capacity is a cost of running the
+      cluster, paid by everyone who uses it.
+    - ``by_allocation``: each pool is shared only to the owners that allocated GPUs of that GPU
+      model that day, pro rata to those GPU-hours: who uses a pool pays for its headroom; the
+      idle capacity of a pool nobody used stays with the platform.
+    - ``platform``: not shared; all idle cost stays on the platform's unshared remainder line.
+    """
+    pools: dict[tuple[str, datetime, Decimal], float] = defaultdict(float)
+    for s in segments:
+        if s.kind in ("unallocated", "unavailable") and s.gpu_seconds > 0:
+            price, since = _price(book, s, alloc)
+            pools[(s.gpu_model, since, price)] += s.gpu_seconds
+    everyone = allocated_weights(segments)
+    lines: list[CostLine] = []
+    for (gpu_model, since, price), seconds in sorted(pools.items()):
+        idle_policy: IdlePolicy = book.idle_policy_at(max(since, day_start))
+        weights: dict[Owner, float]
+        if idle_policy == "spread":
+            weights = everyone
+        elif idle_policy == "by_allocation":
+            weights = allocated_weights([s for s in segments if s.gpu_model == gpu_model])
+        else:
+            weights = {}
+        cost = gpu_cost(seconds, price)
+        alloc.total += cost
+        for line in _spread("idle", cost, weights, idle_policy, since, price, GPU_HOURS, seconds / 3600,
+                            GPU_HOURS, seconds / 3600):
+            hours = line.quantity
+            lines.append(replace(line, gpu_model=gpu_model, gpu_hours=hours, idle_gpu_hours=hours))
+    return lines
+
+
+def allocated_weights(segments: Iterable[UsageSegment]) -> dict[Owner, float]:
+    weights: dict[Owner, float] = defaultdict(float)
+    for s in segments:
+        if s.kind == "allocated" and s.gpu_seconds > 0:
+            weights[s.owner] += s.gpu_seconds / 3600
+    return dict(weights)
+
+
+def merge_lines(lines: Iterable[CostLine]) -> list[CostLine]:
+    """Lines with the same key summed; order is the key order (deterministic)."""
+    merged: dict[tuple[object, ...], CostLine] = {}
+    for line in lines:
+        k = line.key()
+        prev = merged.get(k)
+        merged[k] = line if prev is None else replace(
+            prev, quantity=prev.quantity + line.quantity,
+            consumed_quantity=prev.consumed_quantity + line.consumed_quantity,
+            cost=prev.cost + line.cost, gpu_hours=prev.gpu_hours + line.gpu_hours,
+            busy_gpu_hours=prev.busy_gpu_hours + line.busy_gpu_hours,
+            idle_gpu_hours=prev.idle_gpu_hours + line.idle_gpu_hours,
+            failure_waste_gpu_hours=prev.failure_waste_gpu_hours + line.failure_waste_gpu_hours)
+    return [merged[k] for k in sorted(merged, key=repr)]
+
+
+def _spread(term: str, amount: Decimal, weights: dict[Owner, float], basis: str, since: datetime, price: Decimal,
+            unit: str, quantity: float, consumed_unit: str, consumed_scale: float) -> list[CostLine]:
+    """``amount`` shared by ``weights``. The 1e-12 residue of rounding the shares down goes to the
+    largest share; with no positive weight the whole amount stays on the platform's remainder line."""
+    shares = pro_rata(amount, weights)
+    if not shares:
+        consumed = 0.0 if unit == MONTHS else quantity
+        return [CostLine(term, PLATFORM_OWNER, "", since, price, unit, quantity, consumed, consumed_unit, "platform",
+                         amount)]
+    largest = max(sorted(shares), key=lambda o: weights[o])  # first of the largest, in owner order
+    shares[largest] += amount - sum(shares.values(), Decimal(0))
+    total_w = sum(weights[o] for o in shares)
+    lines = []
+    for owner, share in shares.items():
+        frac = weights[owner] / total_w
+        consumed = weights[owner] * consumed_scale if unit == MONTHS else quantity * frac
+        lines.append(CostLine(term, owner, "", since, price, unit, quantity * frac, consumed, consumed_unit, basis,
+                              share))
+    return lines
+
+
+def _shared_basis(basis: Basis, weights: dict[Owner, float],
+                  storage_bytes: dict[Owner, float]) -> tuple[str, dict[Owner, float], str]:
+    if basis == "bytes_moved" and sum(storage_bytes.values()) > 0:
+        return "bytes_moved", {o: b / 1e9 for o, b in storage_bytes.items()}, "GB"
+    if basis == "platform":
+        return "platform", {}, GPU_HOURS
+    return "gpu_hours", weights, GPU_HOURS
+
+
+def _price(book: PriceBook, s: UsageSegment, alloc: DayAllocation) -> tuple[Decimal, datetime]:
+    found = book.rate_at(s.gpu_model, s.segment_start) if s.segment_start > EPOCH else None
+    if found is None:
+        alloc.unpriced_gpu_seconds += s.gpu_seconds
+        note = f"no rate for GPU model {s.gpu_model!r} at {s.segment_start:%Y-%m-%dT%H:%M:%SZ}: priced at 0"
+        if note not in alloc.notes:
+            alloc.notes.append(note)
+        return Decimal(0), EPOCH
+    return found
+

@@ -1,0 +1,7 @@
+"""Cost allocation is daily; the unit cost monthly."""
+
+from __future__ import annotations
+
+from dagster_project.defs.common.partitions import daily_partitions, day_bounds, month_bounds, monthly_partitions
+
+__all__ = ["daily_partitions", "day_bounds", "month_bounds", "monthly_partitions"]

@@ -1,0 +1,82 @@
+"""What ``gpuledger export chargeback`` and ``report unit-cost`` do, given a warehouse client.
+
+Reads the months the assets materialized, or computes them on the spot (nothing is written to the
+warehouse); files are checked against the FOCUS rules before anything is written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from clickhouse_connect.driver.client import Client
+
+from dagster_project.defs.common.partitions import month_bounds
+from dagster_project.defs.common.warehouse import rows
+from dagster_project.defs.costs.compute import line_from_row
+from dagster_project.defs.costs.model import PLATFORM, SharePolicy
+from dagster_project.defs.costs.month_rollup import Month, accepted_units, unit_cost_rows
+from dagster_project.defs.costs.monthly import TERMS, ChargeLine
+from dagster_project.defs.costs.price_books import books_from_warehouse
+from dagster_project.defs.exports.export import Chargeback, load_chargeback, write_files
+from dagster_project.defs.exports.files import FileFormat
+from dagster_project.defs.exports.focus import FocusConfig, focus_rows
+from dagster_project.defs.exports.focus_rules import check_rows
+from dagster_project.defs.exports.focus_spec import HEADER
+
+UNIT_COST_COLUMNS = ("cluster", "currency", *TERMS, "total", "accepted_units", "unit_kind", "unit_cost")
+
+
+class ExportRefused(ValueError):
+    """The export would be wrong (an unknown business unit, FOCUS rules that do not hold)."""
+
+
+@dataclass
+class ExportResult:
+    paths: list[Path]
+    total: Decimal
+    platform: Decimal
+    currency: str
+    lines: int
+    source: str
+
+
+def export_chargeback(client: Client, period: str, out: Path, fmt: FileFormat, business_unit: str | None,
+                      default_cluster: str, cfg: FocusConfig | None = None) -> ExportResult:
+    cfg = cfg or FocusConfig()
+    cb = load_chargeback(client, period, books_from_warehouse(client), SharePolicy(), default_cluster)
+    known = [str(r["business_unit"]) for r in rows(client, "chargeback_business_units", {"end": cb.end})]
+    present = {str(ln["business_unit"]) for ln in cb.lines}
+    if business_unit is not None and business_unit not in known and business_unit not in present:
+        raise ExportRefused(f"no business unit {business_unit!r} in {period} (known: {', '.join(known) or 'none'})")
+    problems = check_rows(HEADER, focus_rows(cb.lines, cb.currency, (cb.start, cb.end), cfg))
+    if problems:
+        raise ExportRefused(f"FOCUS rules do not hold, nothing written: {problems[0]} ({len(problems)} problems)")
+    paths = write_files(cb, out, fmt, cfg, business_unit, known)
+    total = sum((Decimal(ln["cost"]) for ln in cb.lines), Decimal("0.00"))
+    platform = sum((Decimal(ln["cost"]) for ln in cb.lines if ln["business_unit"] == PLATFORM), Decimal("0.00"))
+    currency = ", ".join(sorted(set(cb.currency.values()))) or "-"
+    return ExportResult(paths, total, platform, currency, len(cb.lines), cb.source)
+
+
+def unit_cost_records(client: Client, period: str, default_cluster: str) -> list[dict[str, Any]]:
+    """The month's unit cost per cluster (``UNIT_COST_COLUMNS`` keys), stored or computed."""
+    first, start, end = month_bounds(period)
+    stored = rows(client, "cost_unit_cost", {"month": first})
+    if stored:
+        return stored
+    cb = load_chargeback(client, period, books_from_warehouse(client), SharePolicy(), default_cluster)
+    month = Month(_charge_lines(cb), cb.currency)
+    names = ("month", *UNIT_COST_COLUMNS)
+    return [dict(zip(names, r, strict=False))
+            for r in unit_cost_rows(month, first, accepted_units(client, start, end, "auto"))]
+
+
+def _charge_lines(cb: Chargeback) -> list[ChargeLine]:
+    out = []
+    for row in cb.lines:
+        cluster, _, line = line_from_row(row)
+        out.append(ChargeLine(cluster, line, Decimal(row["exact_cost"]), Decimal(row["cost"])))
+    return out

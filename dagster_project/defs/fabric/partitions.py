@@ -1,0 +1,7 @@
+"""Fabric health is daily."""
+
+from __future__ import annotations
+
+from dagster_project.defs.common.partitions import daily_partitions, day_bounds
+
+__all__ = ["daily_partitions", "day_bounds"]

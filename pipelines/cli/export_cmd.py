@@ -1,0 +1,99 @@
+"""``gpuledger export chargeback`` (FinOps FOCUS 1.2 files) and ``gpuledger report unit-cost``.
+
+Both read the month the Dagster assets materialized (``chargeback_monthly``,
+``effective_cluster_unit_cost_monthly``); for a month they have not run for, the same numbers are
+computed on the spot with the same code (``dagster_project/defs/exports/reports.py``). That code is
+imported when a command runs, so other commands do not pay for loading Dagster.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from pipelines.cli.main_errors import UsageFailure
+from pipelines.cli.report_cmd import Format, emit
+from pipelines.settings import get_settings
+from sql.client import get_client
+
+export_app = typer.Typer(help="Exports for finance: monthly chargeback as FinOps FOCUS 1.2 files.",
+                         no_args_is_help=True)
+PERIOD = re.compile(r"^\d{4}-(0[1-9]|1[0-2])$")
+TERMS = ("compute", "network", "storage", "support", "operations", "idle", "retries")
+
+
+class ExportFormat(StrEnum):
+    csv = "csv"
+    parquet = "parquet"
+
+
+PeriodOpt = Annotated[str, typer.Option("--period", help="billing period, YYYY-MM (UTC)")]
+
+
+def _period(text: str) -> str:
+    if not PERIOD.match(text):
+        raise UsageFailure(f"--period must be YYYY-MM, got {text!r}")
+    return text
+
+
+@export_app.command("chargeback")
+def chargeback(
+    period: PeriodOpt,
+    out: Annotated[Path, typer.Option("--out", help="directory to write the files into")],
+    format: Annotated[ExportFormat, typer.Option("--format", help="csv or parquet")] = ExportFormat.csv,
+    business_unit: Annotated[str | None, typer.Option("--business-unit", help="only this unit's file")] = None,
+) -> None:
+    """Write the month's chargeback as FOCUS 1.2 rows: one file with every row (business units and the
+    platform's unshared remainder, reconciling to the period's total) and one per business unit."""
+    from dagster_project.defs.exports.reports import ExportRefused, export_chargeback
+
+    settings = get_settings()
+    client = get_client(settings)
+    try:
+        result = export_chargeback(client, _period(period), out, format.value, business_unit, settings.cluster)
+    except ExportRefused as exc:
+        raise UsageFailure(str(exc)) from None
+    finally:
+        client.close()
+    typer.echo(f"{period}: total {result.total} {result.currency} = business units "
+               f"{result.total - result.platform} + platform remainder {result.platform} "
+               f"({result.lines} lines, from {result.source})")
+    for path in result.paths:
+        typer.echo(str(path))
+
+
+def unit_cost(period: PeriodOpt, format: Annotated[Format, typer.Option("--format")] = Format.table) -> None:
+    """The effective cluster unit cost of a month, with every term of
+    (compute + network + storage + support + operations + idle + retries) / accepted workload units."""
+    from dagster_project.defs.exports.reports import UNIT_COST_COLUMNS, unit_cost_records
+
+    settings = get_settings()
+    client = get_client(settings)
+    try:
+        records = unit_cost_records(client, _period(period), settings.cluster)
+    finally:
+        client.close()
+    if format != Format.table:
+        emit(list(UNIT_COST_COLUMNS), [tuple(r[c] for c in UNIT_COST_COLUMNS) for r in records], format, "unit cost")
+        return
+    table = [(r["cluster"], t, f"{r[t]} {r['currency']}") for r in records for t in (*TERMS, "total")]
+    table += [(r["cluster"], "accepted units", f"{r['accepted_units']:g} {r['unit_kind']}") for r in records]
+    table += [(r["cluster"], "unit cost", "n/a (no accepted units)" if r["unit_cost"] is None
+               else f"{r['unit_cost']} {r['currency']}") for r in records]
+    emit(["cluster", "term", "amount"], sorted(table, key=lambda row: row[0]), format,
+         f"effective cluster unit cost, {period}")
+    for r in records:
+        terms = " + ".join(f"{t} {r[t]}" for t in TERMS)
+        typer.echo(f"{r['cluster']}: ({terms}) / {r['accepted_units']:g} {r['unit_kind']} = "
+                   f"{r['unit_cost'] if r['unit_cost'] is not None else 'n/a'} {r['currency']}")
+
+
+def register(app: typer.Typer, report_app: typer.Typer) -> None:
+    """Add ``export`` to ``app`` and ``unit-cost`` to the ``report`` sub-app."""
+    app.add_typer(export_app, name="export")
+    if not any(c.name == "unit-cost" for c in report_app.registered_commands):
+        report_app.command("unit-cost")(unit_cost)

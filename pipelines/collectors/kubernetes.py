@@ -1,0 +1,290 @@
+"""Live Kubernetes pods → allocation events (topic ``scheduler.allocations``) by list + watch.
+
+The usual informer loop, with the ``kubernetes`` client:
+
+1. **list** all pods (paged with ``limit``/``continue``), feed them to a
+   :class:`~pipelines.parsers.kubernetes_tracker.PodTracker` in ``creationTimestamp`` order and
+   keep the list's ``resourceVersion``;
+2. **watch** from that ``resourceVersion`` with ``allowWatchBookmarks=true`` for at most
+   ``watch_timeout_s`` per poll, feeding every event to the tracker and moving the
+   ``resourceVersion`` forward with every event, BOOKMARKs included. The watch request goes
+   through the client's ``list_…(watch=True, _preload_content=False)`` and the events are read
+   as sent; ``kubernetes.watch.Watch`` is not used: in client 37 its ``deserialize=False`` mode
+   fails on ``ERROR`` events (``KeyError: 'raw_object'``) and its default mode validates every pod
+   against strict models, so one field the models do not expect would stop the stream;
+3. on **410 Gone** (an expired ``resourceVersion``: an ``ERROR`` event or an HTTP 410) go back to
+   1. A GPU pod that was known before and is missing from the new list was deleted while nobody
+   watched: it is fed to the tracker as deleted, observed at the re-list.
+
+The tracker emits each id once per pod, so a re-list does not repeat events. Observation times
+(the end of a pod deleted without a timestamp) are the collector's clock when the event arrived.
+Events already received when the connection breaks are still handed on (the resourceVersion has
+moved past them); a failure before any event is ``SourceUnavailable`` and the same watch is
+retried at the next poll.
+
+Which GPUs a pod holds: the pod annotation ``gpuledger.io/devices`` (see
+:mod:`pipelines.parsers.kubernetes_pod`), or a kubelet PodResources ``List()`` dump given as
+``pod_resources`` (a JSON file, re-read when it changes). Querying each kubelet's PodResources
+gRPC socket live is out of scope: run a node agent that writes that file.
+
+The API object is injected (``api``): anything with ``list_pod_for_all_namespaces`` /
+``list_namespaced_pod`` of ``kubernetes.client.CoreV1Api``. :func:`core_api` builds the real one
+from a kubeconfig or the in-cluster service account.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+from urllib3.exceptions import HTTPError
+
+from pipelines.collectors.base import Batch
+from pipelines.errors import SourceUnavailable
+from pipelines.parsers.base import ParseResult
+from pipelines.parsers.kubernetes import parse_pod_resources
+from pipelines.parsers.kubernetes_pod import read_pod
+from pipelines.parsers.kubernetes_tracker import SOURCE, PodTracker
+from pipelines.parsers.sched_events import RECORD_ERRORS
+
+GONE = 410
+
+
+def core_api(*, kubeconfig: str | None = None, context: str | None = None,
+             in_cluster: bool | None = None) -> Any:
+    """A ``CoreV1Api`` from the in-cluster service account (when running in a pod and no
+    kubeconfig is named, or when ``in_cluster``) or else from the kubeconfig."""
+    from kubernetes import client, config
+
+    use_cluster = in_cluster if in_cluster is not None else (
+        bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and not kubeconfig and not context)
+    try:
+        if use_cluster:
+            configuration = client.Configuration()
+            config.load_incluster_config(client_configuration=configuration)
+            api_client = client.ApiClient(configuration)
+        else:
+            api_client = config.new_client_from_config(config_file=kubeconfig, context=context)
+    except (config.ConfigException, OSError, ValueError, TypeError) as exc:
+        where = "the in-cluster service account" if use_cluster else (
+            kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config")
+        raise SourceUnavailable(f"no usable Kubernetes credentials in {where}: {_one_line(exc)}") from None
+    return client.CoreV1Api(api_client)
+
+
+class PodWatcher:
+    """A collector listing and watching pods (see the module docstring)."""
+
+    source = SOURCE
+
+    def __init__(self, api: Any, *, cluster: str, namespace: str | None = None,
+                 label_selector: str | None = None, watch_timeout_s: int = 30, page_size: int = 500,
+                 replicas: int | None = None, workload_kind: str | None = None,
+                 pod_resources: Path | None = None, clock: Callable[[], float] = time.time) -> None:
+        if watch_timeout_s < 1:
+            raise ValueError("watch_timeout_s must be at least 1 second")
+        self.api = api
+        self.tracker = PodTracker(cluster=cluster, replicas=replicas, workload_kind=workload_kind)
+        self.namespace = namespace
+        self.label_selector = label_selector
+        self.watch_timeout_s = int(watch_timeout_s)
+        self.page_size = page_size
+        self.pod_resources = pod_resources
+        self.resource_version: str | None = None
+        self._clock = clock
+        self._known: dict[str, dict[str, Any]] = {}  # "<ns>/<name>" -> last object of each GPU pod
+        self._devices_mtime: float | None = None
+
+    # --------------------------------------------------------------------------------------
+    def poll(self) -> Batch:
+        self._load_devices()
+        if self.resource_version is None:
+            return self._relist()
+        return self._watch()
+
+    def _list_call(self) -> Callable[..., Any]:
+        if self.namespace:
+            return functools.partial(self.api.list_namespaced_pod, self.namespace)
+        result: Callable[..., Any] = self.api.list_pod_for_all_namespaces
+        return result
+
+    def _selector(self) -> dict[str, Any]:
+        return {"label_selector": self.label_selector} if self.label_selector else {}
+
+    # --------------------------------------------------------------------------------------
+    def _relist(self) -> Batch:
+        items, version = self._list_all()
+        observed = self._now()
+        result = ParseResult()
+        present = {_key(pod) for pod in items}
+        for key in [k for k in self._known if k not in present]:  # deleted while nobody watched
+            result.extend(self.tracker.observe(self._known.pop(key), deleted=True, observed_at=observed))
+        for pod in sorted(items, key=_creation_order):
+            self._remember(pod, deleted=False)
+            result.extend(self.tracker.observe(pod, observed_at=observed, origin="list"))
+        self.resource_version = version
+        note = f"listed {len(items)} pods at resourceVersion {version}"
+        if version is None:  # nothing to watch from: list again at the next interval
+            return Batch(result, note=note, warnings=["the pod list carried no resourceVersion"])
+        # more: start watching right away (a run limited to one poll stops after the list)
+        return Batch(result, more=True, note=note)
+
+    def _list_all(self) -> tuple[list[dict[str, Any]], str | None]:
+        from kubernetes.client.exceptions import ApiException
+
+        call = self._list_call()
+        items: list[dict[str, Any]] = []
+        token: str | None = None
+        while True:
+            kwargs: dict[str, Any] = {"limit": self.page_size, "_preload_content": False,
+                                      "_request_timeout": 60, **self._selector()}
+            if token:
+                kwargs["_continue"] = token
+            try:
+                response = call(**kwargs)
+                doc = orjson.loads(response.data)
+            except ApiException as exc:
+                raise SourceUnavailable(f"listing pods failed: HTTP {exc.status} {exc.reason}") from None
+            except orjson.JSONDecodeError:
+                raise SourceUnavailable("listing pods: the API server did not answer with JSON") from None
+            except (HTTPError, OSError) as exc:  # the server is unreachable
+                raise SourceUnavailable(f"Kubernetes API unreachable: {_one_line(exc)}") from None
+            meta = doc.get("metadata") if isinstance(doc, dict) else None
+            meta = meta if isinstance(meta, dict) else {}
+            items.extend(i for i in (doc.get("items") or []) if isinstance(i, dict))
+            token = meta.get("continue") or None
+            if not token:
+                return items, meta.get("resourceVersion") or None
+
+    # --------------------------------------------------------------------------------------
+    def _watch(self) -> Batch:
+        from kubernetes.client.exceptions import ApiException
+
+        start_version = self.resource_version
+        result = ParseResult()
+        received = 0
+        try:
+            response = self._list_call()(
+                watch=True, resource_version=start_version, allow_watch_bookmarks=True,
+                timeout_seconds=self.watch_timeout_s, _preload_content=False,
+                _request_timeout=self.watch_timeout_s + 30, **self._selector())
+            try:
+                for event in _events(response):
+                    if event.get("type") == "ERROR":
+                        raise _error_status(event.get("object"))
+                    received += 1
+                    self._apply(event, result)
+            finally:  # close first: a stream left half-read must not go back to the pool
+                response.close()
+                response.release_conn()
+        except ApiException as exc:
+            if exc.status == GONE:
+                self.resource_version = None  # expired: the next poll re-lists
+                return Batch(result, more=True, note=f"resourceVersion {start_version} expired: re-listing")
+            return self._broken(result, received, f"watch failed: HTTP {exc.status} {exc.reason}")
+        except (HTTPError, OSError, ValueError) as exc:  # the connection or the stream broke
+            return self._broken(result, received, f"watch broke: {_one_line(exc)}")
+        return Batch(result, more=True, note=f"watched from resourceVersion {start_version}: {received} events")
+
+    def _broken(self, result: ParseResult, received: int, why: str) -> Batch:
+        if received == 0:
+            raise SourceUnavailable(f"Kubernetes API: {why}")
+        return Batch(result, warnings=[why], note=f"{received} events before the watch broke")
+
+    def _apply(self, event: Any, result: ParseResult) -> None:
+        if not isinstance(event, dict):
+            result.extend(self.tracker.feed(event))  # dead-letters it
+            return
+        obj = event.get("object")
+        meta = obj.get("metadata") if isinstance(obj, dict) else None
+        if isinstance(meta, dict) and meta.get("resourceVersion"):
+            self.resource_version = str(meta["resourceVersion"])
+        if event.get("type") in ("ADDED", "MODIFIED", "DELETED") and isinstance(obj, dict):
+            self._remember(obj, deleted=event.get("type") == "DELETED")
+        result.extend(self.tracker.feed(event, observed_at=self._now(), origin="watch"))
+
+    def _remember(self, pod: dict[str, Any], *, deleted: bool) -> None:
+        """Keep the last object of GPU pods, to close them if they vanish between a watch and a
+        re-list."""
+        key = _key(pod)
+        if deleted:
+            self._known.pop(key, None)
+            return
+        try:
+            holds_gpu = read_pod(pod) is not None
+        except RECORD_ERRORS:
+            holds_gpu = False
+        if holds_gpu:
+            self._known[key] = pod
+
+    def _load_devices(self) -> None:
+        if self.pod_resources is None:
+            return
+        try:
+            mtime = self.pod_resources.stat().st_mtime
+            if mtime == self._devices_mtime:
+                return
+            self.tracker.set_devices(parse_pod_resources(self.pod_resources.read_bytes()))
+        except OSError as exc:
+            raise SourceUnavailable(f"PodResources file {self.pod_resources}: {exc.strerror}") from None
+        self._devices_mtime = mtime
+
+    def _now(self) -> datetime:
+        return datetime.fromtimestamp(self._clock(), UTC)
+
+    def close(self) -> None:
+        api_client = getattr(self.api, "api_client", None)
+        close = getattr(api_client, "close", None)
+        if callable(close):
+            close()
+
+
+def _meta(pod: dict[str, Any]) -> dict[str, Any]:
+    meta = pod.get("metadata")
+    return meta if isinstance(meta, dict) else {}
+
+
+def _key(pod: dict[str, Any]) -> str:
+    meta = _meta(pod)
+    return f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
+
+
+def _creation_order(pod: dict[str, Any]) -> tuple[str, str]:
+    """Creation order: RFC 3339 UTC timestamps as the API writes them sort as text."""
+    meta = _meta(pod)
+    return str(meta.get("creationTimestamp") or "~"), str(meta.get("name"))
+
+
+def _events(response: Any) -> Iterator[dict[str, Any]]:
+    """Watch events of a streamed response, one JSON object per line, as they arrive."""
+    pending = b""
+    for chunk in response.stream(amt=None, decode_content=True):
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            if line.strip():
+                event = orjson.loads(line)  # a JSONDecodeError is a ValueError: the stream broke
+                if not isinstance(event, dict):
+                    raise ValueError("watch event is not an object")
+                yield event
+
+
+def _error_status(status: Any) -> Exception:
+    """The ApiException an ERROR watch event stands for (410 Gone: the resourceVersion expired)."""
+    from kubernetes.client.exceptions import ApiException
+
+    status = status if isinstance(status, dict) else {}
+    code = status.get("code")
+    return ApiException(status=code if isinstance(code, int) else 500,
+                        reason=f"{status.get('reason')}: {status.get('message')}")
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text[:300]

@@ -1,0 +1,133 @@
+"""``simulate()``: run the cluster simulation and write every output file, the manifest and the
+ground truth into one directory.
+
+Output layout (fixed names; ``manifest.json`` lists each file with the ``gpuledger ingest``
+source it is for, in a sensible ingest order, and its number of malformed records)::
+
+    org.yaml  pricing.yaml
+    kubernetes/pods.watch.jsonl
+    slurm/sacct.json  slurm/squeue.json
+    dcgm/query_range.json
+    storage/node_exporter.json  storage/checkpoints.jsonl
+    nccl/<YYYY-MM-DD>-<nodeset>.log …
+    truth.json  manifest.json
+
+Everything is a pure function of ``(nodes, hours, seed, start, scrape_interval_s, cluster)``:
+the same arguments give byte-identical files. Random streams are split per subsystem from the
+seed, so changing one subsystem does not reshuffle the others.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+from pipelines.simulator import anomalies, workload
+from pipelines.simulator.config import DEFAULT_CLUSTER, DEFAULT_START, SimConfig
+from pipelines.simulator.failures import plan_node_failures
+from pipelines.simulator.metrics import build_metrics
+from pipelines.simulator.model.cluster import build_cluster
+from pipelines.simulator.org import org_versions
+from pipelines.simulator.scheduler import run
+from pipelines.simulator.truth import build_truth, iso
+from pipelines.simulator.writers import dcgm, kubernetes, nccl, reference, slurm, storage
+from pipelines.simulator.writers.common import write_text
+from pipelines.simulator.writers.dcgm import StoredSeries
+
+DCGM_FILE = "dcgm/query_range.json"
+
+
+@dataclass
+class SimulationResult:
+    config: SimConfig
+    out_dir: Path
+    manifest: dict[str, Any]
+    truth: dict[str, Any]
+    elapsed_s: float
+    series: list[StoredSeries] = field(repr=False, default_factory=list)
+
+    def path(self, relative: str) -> Path:
+        return self.out_dir / relative
+
+
+def _extras(cfg: SimConfig, state: Any, metrics: Any, bad: list[anomalies.BadSample], versions: list[Any],
+            cluster: Any) -> dict[str, Any]:
+    gap = metrics.gap
+    step = cfg.scrape_interval_s
+    return {
+        "scrape_gap": None if gap is None else {
+            "node": gap[0], "first_missing": iso(cfg.at(gap[1] * step)), "first_back": iso(cfg.at(gap[2] * step)),
+            "missing_scrapes": gap[2] - gap[1]},
+        "xid_intervals": [{"gpu": x.gpu, "node": x.node, "xid": 79, "from": iso(cfg.at(x.at)),
+                           "to": iso(cfg.at(x.repaired))} for x in state.xids],
+        "bad_samples": [{"uuid": b.entity, "metric": b.metric, "time": iso(cfg.at(b.step * step)), "value": b.value}
+                        for b in bad],
+        "org_versions": [{"effective_from": iso(cfg.at(v.effective_from)), "business_units": v.business_units}
+                         for v in versions],
+        "degraded_node": cluster.degraded_node,
+        "pending_jobs": {s: sum(1 for spec in state.specs if spec.scheduler == s and not spec.dropped
+                                and (not spec.attempts or spec.pending_pod is not None))
+                         for s in ("kubernetes", "slurm")},
+    }
+
+
+def simulate(nodes: int, hours: float, seed: int, out_dir: Path, start: datetime | None = None, *,
+             scrape_interval_s: int = 30, cluster: str = DEFAULT_CLUSTER) -> SimulationResult:
+    """Simulate ``nodes`` nodes for ``hours`` from ``start`` and write the files into ``out_dir``."""
+    began = time.perf_counter()
+    cfg = SimConfig(nodes, hours, seed, start or DEFAULT_START, scrape_interval_s, cluster)
+    rng = [np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(8)]
+    topology = build_cluster(cfg, rng[0])
+    state = run(cfg, topology, workload.generate(cfg, topology, rng[1]), plan_node_failures(cfg, topology, rng[2]),
+                rng[3])
+    metrics = build_metrics(cfg, topology, state, rng[4])
+    anomalies.choose_gap(cfg, topology, state, metrics)
+    bad = anomalies.bad_samples(metrics)
+    hour_start = -(cfg.start.minute * 60 + cfg.start.second)
+    versions = org_versions(hour_start, cfg.horizon)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    reference.write_org(out / "org.yaml", cfg, versions)
+    reference.write_pricing(out / "pricing.yaml", cfg, hour_start)
+    malformed: dict[str, int] = {"org.yaml": 0, "pricing.yaml": 0}
+    malformed[kubernetes.FILE] = kubernetes.write_watch(out / kubernetes.FILE, cfg, topology, state.specs)
+    malformed[slurm.SACCT_FILE], pending = slurm.write_sacct(out / slurm.SACCT_FILE, cfg, state.specs)
+    malformed[slurm.SQUEUE_FILE] = slurm.write_squeue(out / slurm.SQUEUE_FILE, cfg, state.specs, pending)
+    series = dcgm.build_series(cfg, metrics, bad)
+    dcgm.write_query_range(out / DCGM_FILE, cfg, series)
+    malformed[DCGM_FILE] = len(bad)
+    malformed[storage.NODE_FILE] = storage.write_node_exporter(out / storage.NODE_FILE, cfg, topology, state, rng[5])
+    malformed[storage.CHECKPOINT_FILE] = storage.write_checkpoints(out / storage.CHECKPOINT_FILE, cfg, state)
+    logs, runs = nccl.write_logs(out, cfg, topology, state, rng[6])
+    malformed.update(logs)
+    extras = _extras(cfg, state, metrics, bad, versions, topology)
+    extras["acceptance_runs"] = runs
+    truth = build_truth(cfg, topology, state, metrics, versions, malformed, extras)
+    write_text(out / "truth.json", orjson.dumps(truth, option=orjson.OPT_INDENT_2).decode() + "\n")
+    manifest = _manifest(cfg, malformed)
+    write_text(out / "manifest.json", orjson.dumps(manifest, option=orjson.OPT_INDENT_2).decode() + "\n")
+    return SimulationResult(cfg, out, manifest, truth, time.perf_counter() - began, series)
+
+
+SOURCES = {"org.yaml": "org", "pricing.yaml": "pricing", kubernetes.FILE: "kubernetes", slurm.SACCT_FILE: "slurm",
+           slurm.SQUEUE_FILE: "slurm", DCGM_FILE: "dcgm", storage.NODE_FILE: "storage",
+           storage.CHECKPOINT_FILE: "storage"}
+
+
+def _manifest(cfg: SimConfig, malformed: dict[str, int]) -> dict[str, Any]:
+    files = []
+    for rel, count in malformed.items():
+        source = SOURCES.get(rel, "nccl")
+        entry: dict[str, Any] = {"path": rel, "source": source, "malformed_records": count}
+        if rel == storage.CHECKPOINT_FILE:
+            entry["format"] = "checkpoint"
+        files.append(entry)
+    return {"generator": "pipelines.simulator", "cluster": cfg.cluster, "start": iso(cfg.start), "end": iso(cfg.end),
+            "nodes": cfg.nodes, "hours": cfg.hours, "seed": cfg.seed, "scrape_interval_s": cfg.scrape_interval_s,
+            "files": files, "truth": "truth.json"}

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 HOLD_INTERVALS = 3
 FATAL_XIDS = frozenset({48, 63, 64, 74, 79, 92, 94, 95, 119, 120})
 NODE_SLOT = ""  # capacity claimed on a node whose GPUs are unknown
+EPSILON_S = 1e-6  # float residue below a microsecond is not a fact row (capacity stays exact to the ms)
 
 
 @dataclass(frozen=True)
@@ -180,7 +181,9 @@ def attribute_window(
     """All fact rows of ``node`` for the window [w0, w1)."""
     slots_of_gpu = slots_of_gpu or {g.uuid: [g.uuid] for g in gpus}
     info = {g.uuid: g for g in gpus}
-    active = [p for p in placements if p.start < w1 and (p.end is None or p.end > w0)]
+    # a fixed order makes the floating-point sums identical however the inputs arrived
+    active = sorted((p for p in placements if p.start < w1 and (p.end is None or p.end > w0)),
+                    key=lambda p: (p.owner.scheduler, p.owner.job_id, p.owner.attempt, p.start, repr(p.bindings)))
     for p in active:  # a GPU named by an allocation is present even without samples
         for b in p.bindings:
             info.setdefault(b.uuid, GpuInfo(b.uuid, None, "unknown"))
@@ -208,11 +211,11 @@ def attribute_window(
             rows.append(FactRow(node, gpu.uuid, b.slot, gpu.model, "allocated", p.owner, alloc, busy_s,
                                 min(unobserved, alloc - busy_s)))
         free[gpu.uuid] = unallocated
-        if unavailable > 0:
+        if unavailable > EPSILON_S:
             rows.append(FactRow(node, gpu.uuid, gpu.uuid, gpu.model, "unavailable", None, unavailable))
     rows.extend(_place_unbound(node, w0, w1, order, active, free))
     for gpu in order:
-        if free[gpu.uuid] > 0:
+        if free[gpu.uuid] > EPSILON_S:
             rows.append(FactRow(node, gpu.uuid, gpu.uuid, gpu.model, "unallocated", None, free[gpu.uuid]))
     return _merge(rows)
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs everything gpuledger needs on a fresh Debian machine, idempotently and quickly the
-# second time: Debian packages (Java 17, Maven, Prometheus), the virtualenv at .venv with the
+# second time: Debian packages (Java 17, Maven, Prometheus, Chromium), the virtualenv at .venv with the
 # project and its dev tools, and the Kafka broker jars from Maven Central (infra/kafka/lib).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,6 +9,7 @@ need_apt=()
 command -v java >/dev/null 2>&1 || need_apt+=(openjdk-17-jre-headless)
 command -v mvn >/dev/null 2>&1 || need_apt+=(maven)
 command -v prometheus >/dev/null 2>&1 || need_apt+=(prometheus)
+command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)  # the dashboard's browser test
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: installing Debian packages: ${need_apt[*]}"
   export DEBIAN_FRONTEND=noninteractive

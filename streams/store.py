@@ -106,9 +106,8 @@ class Warehouse:
         self.insert("gpu_usage_facts", facts)
         per_window: dict[datetime, float] = {w: 0.0 for w in windows}
         counts: dict[datetime, int] = {w: 0 for w in windows}
-        for f in facts:
-            if f["kind"] != "allocated" or f["gpu_uuid"]:
-                per_window[f["window_start"]] = per_window.get(f["window_start"], 0.0) + float(f["gpu_seconds"])
+        for f in facts:  # every row is capacity: a node-level slot ("") holds exactly what it allocates
+            per_window[f["window_start"]] = per_window.get(f["window_start"], 0.0) + float(f["gpu_seconds"])
             counts[f["window_start"]] = counts.get(f["window_start"], 0) + 1
         self.insert("fact_windows", [
             {"cluster": cluster, "node": node, "window_start": w, "version": version,

@@ -11,7 +11,20 @@ import sys
 
 import typer
 
-from pipelines.cli import check_cmd, collect_cmd, export_cmd, ingest_cmd, report_cmd, services_cmd, simulate_cmd
+# Typer raises its bundled click's exceptions; these are the ones a user's typo produces.
+from typer._click.exceptions import NoArgsIsHelpError, UsageError
+from typer.exceptions import Abort
+
+from pipelines.cli import (
+    check_cmd,
+    collect_cmd,
+    demo_cmd,
+    export_cmd,
+    ingest_cmd,
+    report_cmd,
+    services_cmd,
+    simulate_cmd,
+)
 
 app = typer.Typer(
     name="gpuledger",
@@ -26,15 +39,26 @@ ingest_cmd.register(app)
 report_cmd.register(app)
 collect_cmd.register(app)
 simulate_cmd.register(app)
+demo_cmd.register(app)
 export_cmd.register(app, report_cmd.report_app)
 app.command(help="Round-trip a probe through Kafka and ClickHouse and show it.")(check_cmd.check)
 
 
 def main() -> None:
     try:
-        app()
+        result = app(standalone_mode=False)
     except SystemExit:
         raise
+    except NoArgsIsHelpError as exc:  # bare `gpuledger` or `gpuledger report`: show the help
+        exc.show()
+        raise SystemExit(0) from None
+    except UsageError as exc:  # bad option or argument: one line, exit 2
+        hint = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx is not None else ""
+        sys.stderr.write(f"error: {' '.join(exc.format_message().split())}{hint}\n")
+        raise SystemExit(2) from None
+    except Abort:
+        sys.stderr.write("aborted\n")
+        raise SystemExit(1) from None
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         raise SystemExit(130) from None
@@ -45,6 +69,8 @@ def main() -> None:
         message = " ".join(str(exc).split()) or type(exc).__name__
         sys.stderr.write(f"error: {message}\n")
         raise SystemExit(code) from None
+    if isinstance(result, int) and result:
+        raise SystemExit(result)
 
 
 if __name__ == "__main__":

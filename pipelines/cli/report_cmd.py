@@ -116,10 +116,23 @@ def emit(columns: list[str], rows: list[tuple[Any, ...]], fmt: Format, title: st
     else:
         table = Table(title=title)
         for c in columns:
-            table.add_column(c, justify="right" if rows and isinstance(rows[0][columns.index(c)], float) else "left")
+            table.add_column(c, justify="right" if rows and _is_number(rows[0][columns.index(c)]) else "left")
         for rec in records:
-            table.add_row(*[f"{v:,.3f}" if isinstance(v, float) else str(v) for v in rec.values()])
+            table.add_row(*[_cell(v) for v in rec.values()])
         Console().print(table)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float | Decimal) and not isinstance(value, bool)
+
+
+def _cell(value: Any) -> str:
+    """A table cell: floats to 3 decimals, lists (nodes, hosts) comma-joined, None as empty."""
+    if isinstance(value, float):
+        return f"{value:,.3f}"
+    if isinstance(value, list):
+        return ",".join(map(str, value))
+    return "" if value is None else str(value)
 
 
 @report_app.command("gpu-hours")

@@ -1,0 +1,74 @@
+"""``gpuledger bench [--smoke] [--format json]``: throughput, freshness, replay, memory and query latency.
+
+Runs against the configured Kafka and ClickHouse in isolated topics (``bench-<tag>.``) and
+databases (``bench_<tag>``), removed afterwards. The full run rewrites the results section of
+``docs/BENCHMARKS.md`` (between its ``results`` markers); ``--smoke`` is a small run for CI.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "BENCHMARKS.md"
+BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
+
+
+class BenchFormat(StrEnum):
+    table = "table"
+    json = "json"
+
+
+def bench(
+    smoke: Annotated[bool, typer.Option("--smoke", help="small sizes (about a minute), for CI")] = False,
+    format: Annotated[BenchFormat, typer.Option("--format", help="table or json")] = BenchFormat.table,
+    keep: Annotated[bool, typer.Option("--keep", help="keep the benchmark's topics and databases")] = False,
+    doc: Annotated[bool, typer.Option("--doc/--no-doc", help="full run: write docs/BENCHMARKS.md")] = True,
+    profile: Annotated[Path | None, typer.Option("--profile", help="write py-spy's collapsed stacks of the "
+                                                 "worker during the 23 h phase to this file")] = None,
+) -> None:
+    """Measure the pipeline on one set of synthetic messages and compare with the targets."""
+    from bench.report import machine, markdown_table, table_rows
+    from bench.run import run
+    from pipelines.settings import get_settings
+
+    def say(text: str) -> None:
+        sys.stderr.write(f"bench: {text}\n")
+
+    results = run(get_settings(), smoke, say, keep=keep, profile_out=profile)
+    if format == BenchFormat.json:
+        typer.echo(json.dumps(results, indent=2, sort_keys=True))
+    else:
+        for label, value, target, verdict in table_rows(results):
+            typer.echo(f"{label:<50} {value:>24}  {target:<18} {verdict}")
+    if profile is not None and profile.exists():
+        from bench.profile import summarise
+
+        for kind, entries in summarise(profile).items():
+            for frame, share in entries:
+                say(f"profile {kind}: {share:6.1f}  {frame}")
+    if not smoke and doc:
+        write_doc(markdown_table(results) + "\n\nMachine:\n\n" + machine() + "\n\nRaw results:\n\n```json\n"
+                  + json.dumps(results, indent=2, sort_keys=True) + "\n```")
+        say(f"wrote {DOC}")
+
+
+def write_doc(section: str, path: Path = DOC) -> None:
+    """Replace the text between the results markers (or create the file with only that section)."""
+    block = f"{BEGIN}\n{section}\n{END}"
+    text = path.read_text() if path.exists() else f"# Benchmarks\n\n{BEGIN}\n{END}\n"
+    if BEGIN in text and END in text:
+        head, rest = text.split(BEGIN, 1)
+        text = head + block + rest.split(END, 1)[1]
+    else:
+        text = text.rstrip("\n") + "\n\n" + block + "\n"
+    path.write_text(text)
+
+
+def register(app: typer.Typer) -> None:
+    app.command(help="Benchmark the pipeline in isolated topics and databases.")(bench)

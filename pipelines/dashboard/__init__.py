@@ -1,0 +1,1 @@
+"""Finance dashboard (HTML with inline SVG), SRE report and Grafana dashboard renderers."""

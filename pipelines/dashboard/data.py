@@ -1,0 +1,111 @@
+"""Everything the finance dashboard, the SRE report and the demo summary show, as plain JSON data.
+
+The tables come from the same named queries as ``gpuledger report`` (``sql/queries``) with the same
+parameters, so their totals equal the CLI's for the same period and cluster. The time series read
+the Dagster asset tables (``cost_allocation_daily``, ``fabric_health``,
+``effective_cluster_unit_cost_monthly``) and the resolved facts, with server-side parameters only.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime
+from decimal import Decimal
+from typing import Any
+
+from clickhouse_connect.driver.client import Client
+
+from sql import load_query
+
+HOURLY_BU = """
+SELECT toStartOfHour(window_start) AS hour, business_unit, sum(gpu_seconds) / 3600 AS gpu_hours
+FROM resolved_facts
+WHERE window_start >= {start:DateTime64(3, 'UTC')} AND window_start < {end:DateTime64(3, 'UTC')}
+  AND cluster = {cluster:String} AND kind = 'allocated'
+GROUP BY hour, business_unit ORDER BY hour, business_unit
+"""
+DAILY_COST = """
+SELECT day, business_unit, toFloat64(sum(cost)) AS cost, any(currency) AS currency
+FROM cost_allocation_daily
+WHERE day >= toDate({start:DateTime64(3, 'UTC')})
+  AND day <= toDate({end:DateTime64(3, 'UTC')} - INTERVAL 1 MILLISECOND)
+  AND cluster = {cluster:String}
+GROUP BY day, business_unit ORDER BY day, business_unit
+"""
+FABRIC = """
+SELECT day, node_set, runs, failed_runs, avg_busbw_gbps, baseline_gbps, ratio, below_baseline
+FROM fabric_health
+WHERE day >= toDate({start:DateTime64(3, 'UTC')})
+  AND day <= toDate({end:DateTime64(3, 'UTC')} - INTERVAL 1 MILLISECOND)
+  AND cluster = {cluster:String}
+ORDER BY day, node_set
+"""
+UNIT_COST = """
+SELECT month, currency, compute, network, storage, support, operations, idle, retries, total,
+       accepted_units, unit_kind, unit_cost
+FROM effective_cluster_unit_cost_monthly
+WHERE cluster = {cluster:String} ORDER BY month
+"""
+
+
+def plain(value: Any) -> Any:
+    """JSON-ready: times as ISO 8601 UTC, decimals as floats (the CLI's JSON does the same)."""
+    if isinstance(value, datetime):
+        return (value if value.tzinfo else value.replace(tzinfo=UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    if isinstance(value, date):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return float(value)
+    if isinstance(value, tuple | list):
+        return [plain(v) for v in value]
+    return value
+
+
+def records(client: Client, sql: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+    result = client.query(sql, parameters=params)
+    return [{c: plain(v) for c, v in zip(result.column_names, row, strict=True)} for row in result.result_rows]
+
+
+def collect(client: Client, cluster: str, start: datetime, end: datetime) -> dict[str, Any]:
+    """The dashboard's data for one cluster and ``[start, end)``."""
+    p = {"start": start, "end": end, "cluster": cluster}
+    data: dict[str, Any] = {
+        "cluster": cluster, "start": plain(start), "end": plain(end),
+        "gpu_hours_by_business_unit": records(client, load_query("gpu_hours"), {**p, "by": "business_unit"}),
+        "gpu_hours_by_team": records(client, load_query("gpu_hours"), {**p, "by": "team"}),
+        "failures": records(client, load_query("failures"), {**p, "limit": 100000}),
+        "queue": records(client, load_query("queue"), p),
+        "idle_by_business_unit": records(client, load_query("idle"), {**p, "by": "business_unit"}),
+        "benchmarks": records(client, load_query("benchmarks"), p),
+        "hourly_gpu_hours_by_business_unit": records(client, HOURLY_BU, p),
+        "daily_cost_by_business_unit": records(client, DAILY_COST, p),
+        "fabric_health": records(client, FABRIC, p),
+        "unit_cost": records(client, UNIT_COST, {"cluster": cluster}),
+    }
+    data["totals"] = totals(data)
+    data["failure_burn_by_reason"] = burn_by_reason(data["failures"])
+    return data
+
+
+def totals(data: dict[str, Any]) -> dict[str, float]:
+    """Allocated / busy / idle / failed GPU-hours and capacity, from the by-business-unit rows."""
+    owned = [r for r in data["gpu_hours_by_business_unit"] if not str(r["key"]).startswith("__")]
+    out = {k: sum(float(r[k]) for r in owned) for k in ("allocated_gpu_hours", "busy_gpu_hours", "idle_gpu_hours",
+                                                         "failed_gpu_hours", "unobserved_gpu_hours")}
+    out["capacity_gpu_hours"] = sum(float(r["gpu_hours"]) for r in data["gpu_hours_by_business_unit"])
+    for kind in ("unallocated", "unavailable"):
+        out[f"{kind}_gpu_hours"] = sum(float(r["gpu_hours"]) for r in data["gpu_hours_by_business_unit"]
+                                       if r["key"] == f"__{kind}__")
+    out["cost"] = sum(float(r["cost"]) for r in data["daily_cost_by_business_unit"])
+    return out
+
+
+def burn_by_reason(failures: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    by: dict[str, dict[str, Any]] = {}
+    for row in failures:
+        reason = row["failure_reason"] or "(unknown)"
+        agg = by.setdefault(reason, {"failure_reason": reason, "attempts": 0, "failed_gpu_hours": 0.0,
+                                     "lost_gpu_hours": 0.0})
+        agg["attempts"] += 1
+        agg["failed_gpu_hours"] += float(row["failed_gpu_hours"] or 0.0)
+        agg["lost_gpu_hours"] += float(row["lost_gpu_hours"] or 0.0)
+    return sorted(by.values(), key=lambda r: -r["failed_gpu_hours"])

@@ -1,0 +1,1 @@
+"""``gpuledger demo`` as a library: simulate a cluster and run it through the whole pipeline."""

@@ -1,0 +1,156 @@
+"""The finance dashboard, SRE report and Grafana JSON rendered from a small hand-written data set."""
+
+from __future__ import annotations
+
+import json
+import re
+from html.parser import HTMLParser
+from typing import Any
+
+import pytest
+
+from pipelines.dashboard import grafana, html, sre
+from pipelines.dashboard.data import burn_by_reason, totals
+
+
+def _hours(key: str, alloc: float, busy: float, failed: float, total: float | None = None) -> dict[str, Any]:
+    return {"key": key, "allocated_gpu_hours": alloc, "busy_gpu_hours": busy, "failed_gpu_hours": failed,
+            "unobserved_gpu_hours": 0.0, "idle_gpu_hours": alloc - busy, "gpu_hours": alloc if total is None else total}
+
+
+def sample() -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "cluster": "c<1>", "start": "2026-11-02T00:00:00Z", "end": "2026-11-03T00:00:00Z",
+        "gpu_hours_by_business_unit": [_hours("research", 100.0, 60.0, 10.0), _hours("product", 50.0, 45.0, 0.0),
+                                       {**_hours("__unallocated__", 0.0, 0.0, 0.0, 30.0)}],
+        "gpu_hours_by_team": [_hours("llm", 100.0, 60.0, 10.0), _hours("search", 50.0, 45.0, 0.0)],
+        "failures": [
+            {"failure_reason": "oom", "team": "llm", "model": "m", "job": "j1", "attempt": 1, "failed_gpu_hours": 6.0,
+             "lost_gpu_hours": 2.0, "nodes": ["gpu001"], "scheduler_state": "OUT_OF_MEMORY", "ended": None},
+            {"failure_reason": "oom", "team": "llm", "model": "m", "job": "j2", "attempt": 1, "failed_gpu_hours": 1.0,
+             "lost_gpu_hours": None, "nodes": [], "scheduler_state": "", "ended": None},
+            {"failure_reason": "node_failure", "team": "llm", "model": "m", "job": "j3", "attempt": 2,
+             "failed_gpu_hours": 3.0, "lost_gpu_hours": 3.0, "nodes": [], "scheduler_state": "", "ended": None}],
+        "queue": [{"scheduler": "slurm", "queue": "gpu", "attempts": 4, "avg_wait_s": 600.0, "p50_wait_s": 300.0,
+                   "p95_wait_s": 1800.0, "max_wait_s": 2000.0, "waited_gpu_hours": 5.5}],
+        "idle_by_business_unit": [{"key": "research", "allocated_idle_gpu_hours": 40.0, "allocated_gpu_hours": 100.0,
+                                   "unallocated_gpu_hours": 0.0, "unavailable_gpu_hours": 0.0, "idle_share": 0.4}],
+        "benchmarks": [{"run_id": f"r{i}", "time": f"2026-11-02T02:0{i}:00Z", "collective": "all_reduce",
+                        "hosts": hosts, "host_count": 2, "ranks": 16, "nccl_version": "2.21.5", "avg_busbw_gbps": bw,
+                        "max_busbw_gbps": bw, "wrong_total": 0, "out_of_bounds": 0, "ok": True}
+                       for i, (hosts, bw) in enumerate([(["gpu009", "gpu010"], 180.0), (["gpu011", "gpu012"], 90.0)])],
+        "hourly_gpu_hours_by_business_unit": [
+            {"hour": f"2026-11-02T{h:02d}:00:00Z", "business_unit": bu, "gpu_hours": v}
+            for h in range(3) for bu, v in (("research", 4.0 + h), ("product", 2.0))],
+        "daily_cost_by_business_unit": [{"day": "2026-11-02", "business_unit": "research", "cost": 250.5,
+                                         "currency": "USD"},
+                                        {"day": "2026-11-02", "business_unit": "product", "cost": 120.25,
+                                         "currency": "USD"}],
+        "fabric_health": [{"day": "2026-11-02", "node_set": "gpu009,gpu010", "runs": 1, "failed_runs": 0,
+                           "avg_busbw_gbps": 180.0, "baseline_gbps": 181.0, "ratio": 0.99, "below_baseline": False},
+                          {"day": "2026-11-02", "node_set": "gpu011,gpu012", "runs": 1, "failed_runs": 0,
+                           "avg_busbw_gbps": 90.0, "baseline_gbps": 181.0, "ratio": 0.5, "below_baseline": True}],
+        "unit_cost": [{"month": "2026-11-01", "currency": "USD", "compute": 300.0, "network": 20.0, "storage": 10.0,
+                       "support": 5.0, "operations": 5.0, "idle": 20.0, "retries": 10.5, "total": 370.5,
+                       "accepted_units": 7.0, "unit_kind": "successful_runs", "unit_cost": 52.93}],
+    }
+    data["totals"] = totals(data)
+    data["failure_burn_by_reason"] = burn_by_reason(data["failures"])
+    return data
+
+
+class Charts(HTMLParser):
+    """Chart containers (``div.chart``) and how many drawn marks each one's svg holds."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.marks: dict[str, int] = {}
+        self.current: str | None = None
+        self.data_json = ""
+        self._in_data = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        if tag == "div" and "chart" in (a.get("class") or "").split():
+            self.current = a["id"] or ""
+            self.marks[self.current] = 0
+        elif tag == "rect" and self.current and "mark" in (a.get("class") or ""):
+            self.marks[self.current] += 1
+        self._in_data = tag == "script" and a.get("id") == "data"
+
+    def handle_data(self, data: str) -> None:
+        if self._in_data:
+            self.data_json += data
+
+
+def parse(doc: str) -> Charts:
+    parser = Charts()
+    parser.feed(doc)
+    return parser
+
+
+def test_every_chart_draws_and_embedded_data_round_trips() -> None:
+    data = sample()
+    doc = html.render(data, "a note")
+    parsed = parse(doc)
+    assert set(parsed.marks) == {f"chart-{c}" for c in ("cost-by-bu", "hourly-bu", "utilization", "failure-burn",
+                                                         "queue", "unit-cost", "fabric")}
+    assert all(n > 0 for n in parsed.marks.values()), parsed.marks
+    assert json.loads(parsed.data_json) == json.loads(json.dumps(data))
+    assert "http://" not in doc.replace('xmlns="http://www.w3.org/2000/svg"', "") and "https://" not in doc
+    assert "c&lt;1&gt;" in doc and "<title>gpuledger — c<1>" not in doc
+
+
+def test_totals_rows_reconcile_and_degraded_fabric_is_flagged() -> None:
+    data = sample()
+    doc = html.render(data)
+    table = doc.split('id="table-gpu-hours-bu"')[1].split("</table>")[0]
+    total = dict(re.findall(r'data-col="(\w+)">([\d,.]+)<', table))
+    assert float(total["allocated_gpu_hours"].replace(",", "")) == 150.0
+    assert float(total["gpu_hours"].replace(",", "")) == 180.0  # the unallocated row counts in capacity
+    assert data["totals"]["capacity_gpu_hours"] == 180.0 and data["totals"]["unallocated_gpu_hours"] == 30.0
+    assert data["totals"]["cost"] == pytest.approx(370.75)
+    assert len(re.findall(r'fill="#d00">[^<]* !</text>', doc)) == 1  # one degraded label
+    assert doc.count('stroke="#d00"') == 2  # both bars of the degraded node set, no others
+
+
+def test_failure_burn_groups_by_reason_with_missing_lost_work_as_zero() -> None:
+    burn = burn_by_reason(sample()["failures"])
+    assert [(b["failure_reason"], b["attempts"], b["failed_gpu_hours"], b["lost_gpu_hours"]) for b in burn] == [
+        ("oom", 2, 7.0, 2.0), ("node_failure", 1, 3.0, 3.0)]
+
+
+def test_empty_period_still_renders_every_chart_with_a_note() -> None:
+    data = sample()
+    for key in ("gpu_hours_by_business_unit", "gpu_hours_by_team", "failures", "queue",
+                "hourly_gpu_hours_by_business_unit", "daily_cost_by_business_unit", "benchmarks",
+                "fabric_health", "unit_cost"):
+        data[key] = []
+    data["totals"], data["failure_burn_by_reason"] = totals(data), []
+    doc = html.render(data)
+    assert doc.count("no data") == 7 and doc.count("<svg") == 7
+
+
+def test_sre_report_lists_burns_and_degraded_node_sets() -> None:
+    text = sre.render(sample())
+    assert "| oom | 2 | 7.00 | 2.00 |" in text
+    assert "1 node set(s) below baseline: gpu011,gpu012 on 2026-11-02" in text
+    assert "OUT_OF_MEMORY" in text
+
+
+@pytest.mark.parametrize("title", [p[0] for p in grafana.PANELS])
+def test_grafana_panels_use_macros_not_parameters(title: str) -> None:
+    board = grafana.dashboard()
+    target = next(p for p in board["panels"] if p["title"] == title)["targets"][0]
+    sql = target["rawSql"]
+    assert "{" not in sql.replace("${cluster}", "") and "--" not in sql
+    assert ("$__fromTime" in sql) == ("UNIT_COST" not in title and "unit cost" not in title)
+    assert "'${cluster}' = ''" in sql
+    assert target["datasource"]["type"] == "grafana-clickhouse-datasource"
+
+
+def test_grafana_json_in_infra_is_current() -> None:
+    from pathlib import Path
+
+    stored = json.loads((Path(__file__).resolve().parents[2] / "infra/grafana/gpuledger.json").read_text())
+    assert stored == grafana.dashboard()

@@ -16,6 +16,7 @@ from typer._click.exceptions import NoArgsIsHelpError, UsageError
 from typer.exceptions import Abort
 
 from pipelines.cli import (
+    bench_cmd,
     check_cmd,
     collect_cmd,
     demo_cmd,
@@ -40,6 +41,7 @@ report_cmd.register(app)
 collect_cmd.register(app)
 simulate_cmd.register(app)
 demo_cmd.register(app)
+bench_cmd.register(app)
 export_cmd.register(app, report_cmd.report_app)
 app.command(help="Round-trip a probe through Kafka and ClickHouse and show it.")(check_cmd.check)
 

@@ -1,0 +1,129 @@
+"""Benchmark load: synthetic but valid gpu.metrics and scheduler events, pre-encoded as bytes.
+
+One ``gpu.sample`` message per (node, scrape) carrying all 8 GPUs of the node, as dcgm-exporter's
+collector publishes it, plus one finished Kubernetes pod per node and period holding half of the
+node's GPUs, so attribution writes allocated, idle and unallocated facts. Messages are built with
+orjson from plain dicts (the same wire form as ``Envelope.to_bytes``) and keyed like the producer
+keys them (``cluster/node``), so a node's samples and placements share a partition.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+import orjson
+
+from pipelines import events as ev
+from pipelines.producer import EventProducer
+from pipelines.settings import Settings
+from pipelines.topics import GPU_METRICS, SCHEDULER_ALLOCATIONS, node_key, physical_name
+
+CLUSTER = "bench"
+GPUS_PER_NODE = 8
+MODEL = "NVIDIA H100 80GB HBM3"
+START = datetime(2026, 10, 5, tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class Load:
+    """``nodes`` nodes scraped every ``interval_s`` seconds from ``start`` for ``rounds`` scrapes."""
+
+    nodes: int
+    interval_s: int
+    start: datetime = START
+    node_prefix: str = "node"
+    alloc_period_s: int = 7200
+
+    def round_time(self, index: int) -> datetime:
+        return self.start + timedelta(seconds=self.interval_s * index)
+
+    def rounds_for(self, hours: float) -> int:
+        return int(hours * 3600 / self.interval_s)
+
+    @property
+    def samples_per_round(self) -> int:
+        return self.nodes * GPUS_PER_NODE
+
+
+Message = tuple[str, bytes, bytes]  # (logical topic, key, value)
+
+
+def sample_message(load: Load, node: int, index: int) -> bytes:
+    t = load.round_time(index)
+    name = f"{load.node_prefix}-{node:04d}"
+    gpus = [{"uuid": f"GPU-{name}-{g}", "index": g, "model": MODEL,
+             "gr_engine_active": round(((index * 7 + node * 3 + g * 11) % 100) / 100, 2),
+             "fb_used_mib": 1024.0 * g, "power_w": 300.0 + g} for g in range(GPUS_PER_NODE)]
+    return orjson.dumps({
+        "id": ev.event_id("gpu.sample", CLUSTER, name, t), "source": "dcgm", "type": "gpu.sample",
+        "time": t.isoformat(), "cluster": CLUSTER,
+        "data": {"node": name, "interval_s": load.interval_s, "gpus": gpus},
+    })
+
+
+def allocation_message(load: Load, node: int, period: int) -> bytes:
+    name = f"{load.node_prefix}-{node:04d}"
+    begin = load.start + timedelta(seconds=load.alloc_period_s * period)
+    end = begin + timedelta(seconds=load.alloc_period_s * 3 // 4)
+    job = f"team-{node % 6}/train-{node}-{period}"
+    failed = (node + period) % 5 == 0
+    return orjson.dumps({
+        "id": ev.event_id("bench-alloc", CLUSTER, name, period), "source": "kubernetes", "type": "allocation.ended",
+        "time": end.isoformat(), "cluster": CLUSTER,
+        "data": {"scheduler": "kubernetes", "job_id": job, "node": name, "state": "ended",
+                 "start_time": begin.isoformat(), "end_time": end.isoformat(),
+                 "outcome": "failure" if failed else "success", "failure_reason": "oom" if failed else None,
+                 "device_ids": [f"GPU-{name}-{g}" for g in range(GPUS_PER_NODE // 2)],
+                 "gpus": [{"kind": "gpu", "count": GPUS_PER_NODE // 2}],
+                 "owner": {"namespace": f"team-{node % 6}", "labels": {"team": f"team-{node % 6}"}}},
+    })
+
+
+def messages(load: Load, first_round: int, rounds: int) -> Iterator[Message]:
+    """Samples of rounds [first_round, first_round + rounds) in time order, each pod ended when it ends."""
+    per_period = max(load.alloc_period_s // load.interval_s, 1)
+    for index in range(first_round, first_round + rounds):
+        for node in range(load.nodes):
+            key = node_key(CLUSTER, f"{load.node_prefix}-{node:04d}")
+            yield GPU_METRICS.name, key, sample_message(load, node, index)
+            if index % per_period == per_period - 1:
+                yield SCHEDULER_ALLOCATIONS.name, key, allocation_message(load, node, index // per_period)
+
+
+def encode(load: Load, first_round: int, rounds: int) -> list[Message]:
+    return list(messages(load, first_round, rounds))
+
+
+def gpu_samples_in(batch: list[Message]) -> int:
+    return sum(GPUS_PER_NODE for topic, _, _ in batch if topic == GPU_METRICS.name)
+
+
+def publish(settings: Settings, batch: list[Message]) -> float:
+    """Publish pre-encoded messages and wait for the acknowledgements; returns the seconds taken."""
+    began = time.perf_counter()
+    with EventProducer(settings) as producer:
+        for topic, key, value in batch:
+            producer.send_raw(physical_name(topic, settings), key, value)
+    return time.perf_counter() - began
+
+
+def publish_paced(settings: Settings, load: Load, rate: float, seconds: float) -> dict[int, float]:
+    """Publish rounds at ``rate`` GPU-samples/s for ``seconds``; returns round → wall time acknowledged."""
+    acked: dict[int, float] = {}
+    rounds = max(int(rate * seconds / load.samples_per_round), 1)
+    gap = load.samples_per_round / rate
+    with EventProducer(settings, linger_ms=0) as producer:
+        began = time.monotonic()
+        for index in range(rounds):
+            due = began + index * gap
+            delay = due - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            for topic, key, value in messages(load, index, 1):
+                producer.send_raw(physical_name(topic, settings), key, value)
+            producer.flush()
+            acked[index] = time.time()
+    return acked

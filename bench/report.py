@@ -1,0 +1,59 @@
+"""Benchmark results as JSON, as a terminal table, and as docs/BENCHMARKS.md's results table."""
+
+from __future__ import annotations
+
+import platform
+import subprocess
+from pathlib import Path
+from typing import Any
+
+# (key, label, unit, target text, predicate on the results or None)
+ROWS: list[tuple[str, str, str, str, Any]] = [
+    ("pipeline_samples_per_s", "pipeline: topic → facts queryable", "GPU-samples/s", "≥ 100,000",
+     lambda r: r["pipeline_samples_per_s"] >= 100_000),
+    ("bare_consume_samples_per_s", "bare aiokafka consume of gpu.metrics", "GPU-samples/s", "(baseline)", None),
+    ("pipeline_vs_bare_pct", "pipeline / bare consume", "%", "≥ 50 %", lambda r: r["pipeline_vs_bare_pct"] >= 50),
+    ("publish_samples_per_s", "publish (kafka-python, pre-encoded)", "GPU-samples/s", "—", None),
+    ("freshness_rate_achieved", "paced load achieved", "GPU-samples/s", "10,000 (full run)", None),
+    ("freshness_p50_s", "freshness p50 (ack → queryable in gpu_samples)", "s", "—", None),
+    ("freshness_p99_s", "freshness p99", "s", "≤ 5", lambda r: r["freshness_p99_s"] <= 5),
+    ("replay_samples_per_s", "replay from offset 0 (incl. worker start)", "GPU-samples/s", "—", None),
+    ("rss_1h_mib", "worker RSS after 1 h of history", "MiB", "—", None),
+    ("rss_24h_mib", "worker RSS after 24 h of history", "MiB", "—", None),
+    ("rss_growth_pct", "RSS growth 1 h → 24 h", "%", "≤ 20 %", lambda r: r["rss_growth_pct"] <= 20),
+    ("monthly_query_s", "monthly gpu-hours by team (warm median)", "s", "≤ 1", lambda r: r["monthly_query_s"] <= 1),
+    ("monthly_query_cold_s", "monthly gpu-hours by team (first run)", "s", "—", None),
+]
+
+
+def table_rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+    out = []
+    for key, label, unit, target, ok in ROWS:
+        if key not in results:
+            continue
+        value = results[key]
+        shown = f"{value:,.1f}" if isinstance(value, float) and value >= 100 else f"{value}"
+        verdict = "" if ok is None else ("met" if ok(results) else "not met")
+        out.append((label, f"{shown} {unit}", target, verdict))
+    return out
+
+
+def markdown_table(results: dict[str, Any]) -> str:
+    lines = ["| measurement | result | target | |", "|---|---|---|---|"]
+    lines += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in table_rows(results)]
+    return "\n".join(lines)
+
+
+def machine() -> str:
+    """CPU model and count from /proc/cpuinfo, memory from `free -m`, the Python version."""
+    try:
+        cpuinfo = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        cpuinfo = ""
+    models = [line.split(":", 1)[1].strip() for line in cpuinfo.splitlines() if line.startswith("model name")]
+    try:
+        free = subprocess.run(["free", "-m"], capture_output=True, text=True, check=False).stdout.rstrip()  # noqa: S607
+    except OSError:
+        free = "(free not available)"
+    cpu = f"{len(models)} × {models[0]}" if models else "unknown CPU"
+    return f"- CPU: {cpu}\n- Python {platform.python_version()} on {platform.platform()}\n\n```\n$ free -m\n{free}\n```"

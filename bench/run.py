@@ -1,0 +1,164 @@
+"""One benchmark run: every measurement on the same messages, in isolated topics and databases.
+
+Order: publish 1 h of history → start a worker → reflected (RSS after 1 h) → publish the other
+23 h while the worker runs → reflected (pipeline rate, RSS after 24 h) → bare aiokafka consume of
+the same gpu.metrics messages → paced load for freshness → truncate + rewind + a new worker
+(replay rate from offset 0) → monthly query over generated facts. Topics are prefixed
+``bench-<tag>.`` and databases named ``bench_<tag>`` / ``bench_q_<tag>``; they are removed at the
+end unless ``keep`` is set. Nothing the user owns is read or written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from kafka import KafkaAdminClient
+
+from bench import fresh, profile, query
+from bench.load import GPUS_PER_NODE, Load, encode, gpu_samples_in, publish
+from bench.worker import Worker, bare_consume
+from infra.errors import ServiceError
+from infra.kafka.broker import broker_answers, ensure_topics
+from infra.services import apply_migrations, endpoint_answers
+from pipelines.settings import Settings
+from pipelines.topics import all_physical_topics
+from sql.client import server_client
+from streams import replay
+from streams.progress import end_offsets, wait_until_reflected
+
+Say = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Sizes:
+    nodes: int  # history nodes (8 GPUs each)
+    interval_s: int  # scrape interval of the history
+    fresh_nodes: int
+    fresh_rate: float  # GPU-samples/s of the paced load
+    fresh_seconds: float
+    query_samples: int  # GPU-sample-equivalents of generated facts
+    reflect_timeout_s: float
+
+
+SMOKE = Sizes(nodes=4, interval_s=300, fresh_nodes=16, fresh_rate=1000, fresh_seconds=8,
+              query_samples=2_000_000, reflect_timeout_s=240)
+FULL = Sizes(nodes=32, interval_s=30, fresh_nodes=125, fresh_rate=10_000, fresh_seconds=30,
+             query_samples=100_000_000, reflect_timeout_s=900)
+
+
+def isolated(base: Settings, tag: str, home: Path) -> Settings:
+    return base.model_copy(update={"topic_prefix": f"bench-{tag}.", "clickhouse_database": f"bench_{tag}",
+                                   "home": home})
+
+
+def run(base: Settings, smoke: bool, say: Say, keep: bool = False,
+        profile_out: Path | None = None) -> dict[str, Any]:
+    """Every measurement; ``profile_out``: py-spy's collapsed stacks of the worker during the 23 h phase."""
+    if not broker_answers(base) or not endpoint_answers(base):
+        raise ServiceError("Kafka or ClickHouse does not answer: run `gpuledger up --workers 0` first")
+    sizes = SMOKE if smoke else FULL
+    tag = uuid.uuid4().hex[:8]
+    home = Path(tempfile.mkdtemp(prefix=f"gpuledger-bench-{tag}-"))
+    settings = isolated(base, tag, home)
+    qsettings = settings.model_copy(update={"clickhouse_database": f"bench_q_{tag}"})
+    results: dict[str, Any] = {"mode": "smoke" if smoke else "full", "tag": tag, "nodes": sizes.nodes,
+                               "gpus": sizes.nodes * GPUS_PER_NODE, "scrape_interval_s": sizes.interval_s}
+    try:
+        ensure_topics(settings)
+        apply_migrations(settings)
+        results.update(_stream_phases(settings, sizes, home, say, profile_out))
+        say("generating facts for the monthly query")
+        results.update(query.generate_facts(qsettings, sizes.query_samples))
+        say("timing the monthly cost-by-team query")
+        results.update(query.time_monthly_query(qsettings))
+    finally:
+        if not keep:
+            cleanup(settings, [settings.clickhouse_database, qsettings.clickhouse_database])
+    return results
+
+
+def _reflect(settings: Settings, timeout_s: float) -> None:
+    wait_until_reflected(settings, end_offsets(settings), timeout_s, poll_s=0.25)
+
+
+def _stream_phases(settings: Settings, sizes: Sizes, home: Path, say: Say,
+                   profile_out: Path | None) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    load = Load(sizes.nodes, sizes.interval_s)
+    first, total = load.rounds_for(1), load.rounds_for(24)
+    hour = encode(load, 0, first)
+    rest = encode(load, first, total - first)
+    say(f"publishing 1 h of history ({gpu_samples_in(hour)} GPU-samples) and starting a worker")
+    publish(settings, hour)
+    worker = Worker(settings, home / "worker-0.log", 0)
+    try:
+        began = time.perf_counter()
+        _reflect(settings, sizes.reflect_timeout_s)
+        out["first_hour_with_startup_s"] = round(time.perf_counter() - began, 2)
+        out["rss_1h_mib"] = round(worker.rss_mib(), 1)
+        samples = gpu_samples_in(rest)
+        say(f"publishing the other 23 h ({samples} GPU-samples) while the worker runs")
+        sampler = profile.start(worker.proc.pid, profile_out) if profile_out else None
+        began = time.perf_counter()
+        publish_s = publish(settings, rest)
+        _reflect(settings, sizes.reflect_timeout_s)
+        elapsed = time.perf_counter() - began
+        if sampler is not None:
+            profile.stop(sampler)
+        out.update(pipeline_gpu_samples=samples, pipeline_s=round(elapsed, 2),
+                   pipeline_samples_per_s=round(samples / elapsed, 1),
+                   publish_samples_per_s=round(samples / publish_s, 1), rss_24h_mib=round(worker.rss_mib(), 1))
+        out["rss_growth_pct"] = round(100 * (out["rss_24h_mib"] / out["rss_1h_mib"] - 1), 1)
+        say("bare aiokafka consume of the same gpu.metrics messages")
+        messages = total * sizes.nodes
+        bare_s = bare_consume(settings, messages)
+        out["bare_consume_samples_per_s"] = round(messages * GPUS_PER_NODE / bare_s, 1)
+        out["pipeline_vs_bare_pct"] = round(100 * out["pipeline_samples_per_s"] / out["bare_consume_samples_per_s"], 1)
+        say(f"paced load at {sizes.fresh_rate:.0f} GPU-samples/s for {sizes.fresh_seconds:.0f} s")
+        paced = Load(sizes.fresh_nodes, 30, start=load.start + timedelta(days=40), node_prefix="fresh")
+        out.update(fresh.measure(settings, paced, sizes.fresh_rate, sizes.fresh_seconds))
+        _reflect(settings, sizes.reflect_timeout_s)
+    finally:
+        worker.stop()
+    say("replay: truncate, rewind, time a new worker from offset 0")
+    replay.truncate(settings)
+    replay.rewind(settings)
+    all_samples = (total * sizes.nodes + out["freshness_rounds"] * sizes.fresh_nodes) * GPUS_PER_NODE
+    worker = Worker(settings, home / "worker-1.log", 1)
+    try:
+        began = time.perf_counter()
+        _reflect(settings, sizes.reflect_timeout_s)
+        elapsed = time.perf_counter() - began
+    finally:
+        worker.stop()
+    out.update(replay_gpu_samples=all_samples, replay_s=round(elapsed, 2),
+               replay_samples_per_s=round(all_samples / elapsed, 1))
+    return out
+
+
+def cleanup(settings: Settings, databases: list[str]) -> None:
+    """Drop the benchmark's own databases and topics (their names carry the run's tag)."""
+    with contextlib.suppress(Exception):
+        admin_ch = server_client(settings)
+        try:
+            for db in databases:
+                if db.startswith("bench_"):
+                    admin_ch.command(f"DROP DATABASE IF EXISTS `{db}`")
+        finally:
+            admin_ch.close()
+    with contextlib.suppress(Exception):
+        admin = KafkaAdminClient(**settings.kafka_client_config())
+        try:
+            names = [n for n, _, _ in all_physical_topics(settings) if n.startswith("bench-")]
+            present = set(admin.list_topics())
+            admin.delete_topics([n for n in names if n in present])
+        finally:
+            admin.close()

@@ -1,0 +1,59 @@
+"""``gpuledger bench --smoke --format json`` runs end to end and reports every measurement.
+
+No timing thresholds: performance is measured by the benchmark (docs/BENCHMARKS.md), not by
+tests. The command runs as a subprocess against the test services; it uses its own topics and
+databases and removes them afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pipelines.settings import Settings
+from sql.client import get_client
+from tests.conftest import Endpoints
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+POSITIVE = ["pipeline_samples_per_s", "bare_consume_samples_per_s", "freshness_p50_s", "freshness_p99_s",
+            "freshness_rate_achieved", "replay_samples_per_s", "rss_1h_mib", "rss_24h_mib", "monthly_query_s",
+            "monthly_query_cold_s", "publish_samples_per_s", "pipeline_vs_bare_pct", "query_fact_rows"]
+RUNNER = """
+import typer
+from pipelines.cli import bench_cmd
+app = typer.Typer()
+bench_cmd.register(app)
+app.command("noop")(lambda: None)  # two commands: `bench` stays a subcommand, as in the main app
+app()
+"""
+
+
+def test_bench_smoke_reports_every_measurement(endpoints: Endpoints, tmp_path: Path) -> None:
+    env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": endpoints.kafka_bootstrap,
+           "CLICKHOUSE_URL": endpoints.clickhouse_url, "CLICKHOUSE_USER": endpoints.clickhouse_user,
+           "CLICKHOUSE_PASSWORD": endpoints.clickhouse_password, "GPULEDGER_HOME": str(tmp_path)}
+    run = subprocess.run([sys.executable, "-c", RUNNER, "bench", "--smoke", "--format", "json"], env=env,
+                         cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
+    assert run.returncode == 0, run.stderr[-2000:]
+    results = json.loads(run.stdout)
+    assert results["mode"] == "smoke"
+    for key in POSITIVE:
+        assert isinstance(results[key], int | float) and results[key] > 0, key
+    assert results["freshness_rounds_missing"] == 0
+    assert results["monthly_query_teams"] == 12  # the generated month has twelve teams
+    assert results["pipeline_gpu_samples"] == results["gpus"] * 23 * 3600 // results["scrape_interval_s"]
+    client = get_client(Settings(clickhouse_url=endpoints.clickhouse_url, clickhouse_user=endpoints.clickhouse_user,
+                                 clickhouse_password=endpoints.clickhouse_password), database="default")
+    try:  # the run removed its own databases
+        left = client.query("SELECT name FROM system.databases WHERE name LIKE {p:String}",
+                            parameters={"p": f"bench%{results['tag']}"}).result_rows
+    finally:
+        client.close()
+    assert left == []

@@ -23,19 +23,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def worker_env(settings: Settings) -> dict[str, str]:
-    s = settings
-    return {
-        **os.environ,
-        "KAFKA_BOOTSTRAP_SERVERS": s.bootstrap_servers,
-        "CLICKHOUSE_URL": s.clickhouse_endpoint_url,
-        "CLICKHOUSE_USER": s.clickhouse_user,
-        "CLICKHOUSE_PASSWORD": s.clickhouse_password.get_secret_value(),
-        "CLICKHOUSE_DATABASE": s.clickhouse_database,
-        "GPULEDGER_TOPIC_PREFIX": s.topic_prefix,
-        "GPULEDGER_HOME": str(s.home),
-        "GPULEDGER_WINDOW_SECONDS": str(s.window_seconds),
-        "GPULEDGER_ALLOWED_LATENESS_SECONDS": str(s.allowed_lateness_seconds),
-    }
+    return {**os.environ, **settings.process_env()}
 
 
 class Worker:

@@ -107,6 +107,20 @@ class Settings(BaseSettings):
     def log_dir(self) -> Path:
         return self.home / "logs"
 
+    def process_env(self) -> dict[str, str]:
+        """Environment variables that give a child process (a stream worker) these same settings."""
+        return {
+            "KAFKA_BOOTSTRAP_SERVERS": self.bootstrap_servers,
+            "CLICKHOUSE_URL": self.clickhouse_endpoint_url,
+            "CLICKHOUSE_USER": self.clickhouse_user,
+            "CLICKHOUSE_PASSWORD": self.clickhouse_password.get_secret_value(),
+            "CLICKHOUSE_DATABASE": self.clickhouse_database,
+            "GPULEDGER_TOPIC_PREFIX": self.topic_prefix,
+            "GPULEDGER_HOME": str(self.home),
+            "GPULEDGER_WINDOW_SECONDS": str(self.window_seconds),
+            "GPULEDGER_ALLOWED_LATENESS_SECONDS": str(self.allowed_lateness_seconds),
+        }
+
     def kafka_client_config(self) -> dict[str, object]:
         """Connection settings shared by kafka-python producers, consumers and admin clients."""
         config: dict[str, object] = {

@@ -10,7 +10,7 @@ import csv
 import io
 import json
 import sys
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from enum import StrEnum
 from typing import Annotated, Any
@@ -23,6 +23,7 @@ from pipelines.cli.main_errors import UsageFailure
 from pipelines.settings import get_settings
 from sql import load_query
 from sql.client import get_client
+from sql.values import plain
 
 report_app = typer.Typer(help="Reports on GPU-hours, failures, queue time, idle capacity and benchmarks.",
                          no_args_is_help=True)
@@ -90,20 +91,8 @@ def run_query(name: str, params: dict[str, Any]) -> tuple[list[str], list[tuple[
         client.close()
 
 
-def _plain(value: Any) -> Any:
-    if isinstance(value, datetime):
-        return (value if value.tzinfo else value.replace(tzinfo=UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    if isinstance(value, date):
-        return value.isoformat()
-    if isinstance(value, Decimal):
-        return float(value)
-    if isinstance(value, tuple | list):
-        return [_plain(v) for v in value]
-    return value
-
-
 def emit(columns: list[str], rows: list[tuple[Any, ...]], fmt: Format, title: str) -> None:
-    records = [{c: _plain(v) for c, v in zip(columns, row, strict=True)} for row in rows]
+    records = [{c: plain(v) for c, v in zip(columns, row, strict=True)} for row in rows]
     if fmt == Format.json:
         typer.echo(json.dumps(records, indent=2))
     elif fmt == Format.csv:

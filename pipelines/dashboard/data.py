@@ -8,13 +8,13 @@ the Dagster asset tables (``cost_allocation_daily``, ``fabric_health``,
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime
-from decimal import Decimal
+from datetime import datetime
 from typing import Any
 
 from clickhouse_connect.driver.client import Client
 
 from sql import load_query
+from sql.values import plain
 
 HOURLY_BU = """
 SELECT toStartOfHour(window_start) AS hour, business_unit, sum(gpu_seconds) / 3600 AS gpu_hours
@@ -45,19 +45,6 @@ SELECT month, currency, compute, network, storage, support, operations, idle, re
 FROM effective_cluster_unit_cost_monthly
 WHERE cluster = {cluster:String} ORDER BY month
 """
-
-
-def plain(value: Any) -> Any:
-    """JSON-ready: times as ISO 8601 UTC, decimals as floats (the CLI's JSON does the same)."""
-    if isinstance(value, datetime):
-        return (value if value.tzinfo else value.replace(tzinfo=UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    if isinstance(value, date):
-        return value.isoformat()
-    if isinstance(value, Decimal):
-        return float(value)
-    if isinstance(value, tuple | list):
-        return [plain(v) for v in value]
-    return value
 
 
 def records(client: Client, sql: str, params: dict[str, Any]) -> list[dict[str, Any]]:

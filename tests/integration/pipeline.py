@@ -38,19 +38,7 @@ class Pipeline:
         apply_migrations(settings)
 
     def env(self) -> dict[str, str]:
-        s = self.settings
-        return {
-            **os.environ,
-            "KAFKA_BOOTSTRAP_SERVERS": s.bootstrap_servers,
-            "CLICKHOUSE_URL": s.clickhouse_endpoint_url,
-            "CLICKHOUSE_USER": s.clickhouse_user,
-            "CLICKHOUSE_PASSWORD": s.clickhouse_password.get_secret_value(),
-            "CLICKHOUSE_DATABASE": s.clickhouse_database,
-            "GPULEDGER_TOPIC_PREFIX": s.topic_prefix,
-            "GPULEDGER_HOME": str(s.home),
-            "GPULEDGER_WINDOW_SECONDS": str(s.window_seconds),
-            "GPULEDGER_ALLOWED_LATENESS_SECONDS": str(s.allowed_lateness_seconds),
-        }
+        return {**os.environ, **self.settings.process_env()}
 
     def start_worker(self, index: int) -> None:
         log = self._logs[index] = open(self.logs / f"worker-{index}.log", "ab")  # noqa: SIM115

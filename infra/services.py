@@ -117,31 +117,46 @@ def apply_migrations(settings: Settings) -> MigrationReport:
 
 def down(settings: Settings, say: Say = _quiet) -> list[str]:
     stopped: list[str] = []
-    for service in _local_services(settings, include_workers=True)[::-1]:
+    for service in _local_services(settings)[::-1]:
         if stop(service):
             say(f"stopped {service.name}")
             stopped.append(service.name)
     return stopped
 
 
-def _local_services(settings: Settings, include_workers: bool) -> list[Service]:
+def _local_services(settings: Settings) -> list[Service]:
     """Pid-file handles of the services this home may run (no side effects, no downloads)."""
     services = []
     if not settings.external_kafka:
         services.append(Service("kafka", [], settings.run_dir.resolve(), settings.log_dir.resolve(), lambda: True))
     if not settings.external_clickhouse:
         services.append(endpoint_service(settings))
-    if include_workers:
-        for pid_file in sorted(settings.run_dir.glob("worker-*.pid")):
-            services.append(Service(pid_file.stem, [], settings.run_dir.resolve(), settings.log_dir.resolve(),
-                                    lambda: True))
+    for pid_file in sorted(settings.run_dir.glob("worker-*.pid")):
+        services.append(Service(pid_file.stem, [], settings.run_dir.resolve(), settings.log_dir.resolve(),
+                                lambda: True))
     return services
+
+
+def replay(settings: Settings) -> int:
+    """Stop the local workers, empty the derived tables, rewind the group to offset 0 and start the
+    same number of workers (at least one) again; returns how many were started."""
+    from streams import replay as replay_log
+
+    workers = [s for s in _local_services(settings) if s.name.startswith("worker-")]
+    for service in workers:
+        stop(service)
+    replay_log.truncate(settings)
+    replay_log.rewind(settings)
+    count = max(len(workers), 1)
+    for index in range(count):
+        start(worker_service(settings, index))
+    return count
 
 
 def status(settings: Settings) -> dict[str, Any]:
     """Services with their state, topics with end offsets, tables with row counts, dead letters."""
     services: dict[str, Any] = {}
-    for service in _local_services(settings, include_workers=True):
+    for service in _local_services(settings):
         pid = read_pid(service)
         services[service.name] = {"running": pid is not None, "pid": pid}
     kafka_ok = broker.broker_answers(settings)

@@ -34,10 +34,10 @@ from pipelines.topics import DATA_TOPICS, GPU_METRICS, node_key, physical_name
 from streams.attribution.step import run_step
 from streams.ingest.rows import dead_letter_row
 from streams.ingest.sink import Message, write_batch, write_dead_letters
+from streams.progress import CONSUMER_GROUP
 from streams.store import Warehouse
 
 log = logging.getLogger("gpuledger.streams")
-CONSUMER_GROUP = "gpuledger-streams"
 BATCH_MAX = 2000
 BATCH_WITHIN_S = 0.5
 STEP_INTERVAL_S = 1.0

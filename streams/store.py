@@ -78,8 +78,8 @@ class Warehouse:
         self._retry(f"insert into {table}",
                     lambda: self.client.insert(table, data, column_names=columns, column_oriented=True))
 
-    def query(self, name_or_sql: str, params: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
-        sql = load_query(name_or_sql) if " " not in name_or_sql else name_or_sql
+    def query(self, name: str, params: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
+        sql = load_query(name)
         result = self._retry("query", lambda: self.client.query(sql, parameters=params or {}))
         return [tuple(r) for r in result.result_rows]
 

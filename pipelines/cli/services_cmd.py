@@ -110,19 +110,9 @@ def replay(
 ) -> None:
     """Rebuild every fact from the Kafka log: stop the local workers, empty the warehouse's derived
     tables, rewind the workers' offsets to 0 and start the workers again."""
-    from infra.process import start, stop
-    from infra.services import _local_services, worker_service
-    from streams import replay as replay_mod
+    from infra.services import replay as services_replay
 
     if not yes:
         raise typer.BadParameter("this empties the facts and rebuilds them from the log; pass --yes")
-    settings = get_settings()
-    workers = [s for s in _local_services(settings, include_workers=True) if s.name.startswith("worker-")]
-    for service in workers:
-        stop(service)
-    replay_mod.truncate(settings)
-    replay_mod.rewind(settings)
-    for index in range(max(len(workers), 1)):
-        start(worker_service(settings, index))
-    console.print(f"replaying from offset 0 with {max(len(workers), 1)} worker(s); "
-                  "`gpuledger status` shows progress")
+    count = services_replay(get_settings())
+    console.print(f"replaying from offset 0 with {count} worker(s); `gpuledger status` shows progress")

@@ -167,6 +167,24 @@ class PrometheusRange:
             close()
 
 
+def range_collector(url: str, *, source: str, metrics: Iterable[str],
+                    parse: Callable[[list[Any], str], ParseResult], step_s: int = 30,
+                    start: datetime | None = None, end: datetime | None = None, lag_s: float | None = None,
+                    match: str | None = None, max_points: int = 360, backfill_s: float | None = None,
+                    timeout_s: float = 30.0, client: Any = None,
+                    clock: Callable[[], float] = time.time) -> PrometheusRange:
+    """One ``query_range`` over ``metrics``, window by window; ``parse(answer, origin)`` makes the events."""
+    cursor = RangeCursor(step_s=step_s, start=start, end=end, lag_s=lag_s, max_points=max_points,
+                         backfill_s=backfill_s)
+    origin = url.rstrip("/") + "/api/v1/query_range"
+
+    def parse_window(answer: list[Any], window: Window) -> ParseResult:
+        return parse(answer, f"{origin} {window}")
+
+    return PrometheusRange(source=source, url=url, query=selector(metrics, match), cursor=cursor,
+                           parse=parse_window, timeout_s=timeout_s, client=client, clock=clock)
+
+
 def connect(url: str, timeout_s: float = 30.0) -> Any:
     """A ``PrometheusConnect`` that fails fast: two quick retries instead of the library's three
     with second-long back-offs, only on connection errors and gateway/overload answers."""

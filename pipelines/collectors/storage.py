@@ -16,7 +16,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from pipelines.collectors.prometheus import PrometheusRange, RangeCursor, Window, selector
+from pipelines.collectors.prometheus import PrometheusRange, range_collector
 from pipelines.collectors.scrape import ExporterScrape
 from pipelines.parsers import storage
 from pipelines.parsers.base import ParseResult
@@ -29,14 +29,11 @@ def prometheus_collector(url: str, *, cluster: str, step_s: int = 30, start: dat
                          end: datetime | None = None, lag_s: float | None = None, match: str | None = None,
                          max_points: int = 360, backfill_s: float | None = None, timeout_s: float = 30.0,
                          client: Any = None, clock: Callable[[], float] = time.time) -> PrometheusRange:
-    cursor = RangeCursor(step_s=step_s, start=start, end=end, lag_s=lag_s, max_points=max_points,
-                         backfill_s=backfill_s)
-    origin = url.rstrip("/") + "/api/v1/query_range"
+    def parse(answer: list[Any], origin: str) -> ParseResult:
+        return storage.parse_query_range(answer, cluster=cluster, origin=origin)
 
-    def parse(answer: list[Any], window: Window) -> ParseResult:
-        return storage.parse_query_range(answer, cluster=cluster, origin=f"{origin} {window}")
-
-    return PrometheusRange(source=SOURCE, url=url, query=selector(METRICS, match), cursor=cursor, parse=parse,
+    return range_collector(url, source=SOURCE, metrics=METRICS, parse=parse, step_s=step_s, start=start, end=end,
+                           lag_s=lag_s, match=match, max_points=max_points, backfill_s=backfill_s,
                            timeout_s=timeout_s, client=client, clock=clock)
 
 

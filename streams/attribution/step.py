@@ -14,7 +14,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from pipelines.settings import Settings
 from streams.attribution.compute import compute_range
@@ -91,8 +91,3 @@ def _frange(start: float, end: float, step: int) -> list[float]:
         out.append(t)
         t += step
     return out
-
-
-def as_datetime(value: object) -> datetime:
-    assert isinstance(value, datetime)
-    return value

@@ -60,8 +60,9 @@ def isolated(base: Settings, tag: str, home: Path) -> Settings:
 
 
 def run(base: Settings, smoke: bool, say: Say, keep: bool = False,
-        profile_out: Path | None = None) -> dict[str, Any]:
-    """Every measurement; ``profile_out``: py-spy's collapsed stacks of the worker during the 23 h phase."""
+        profile_out: Path | None = None, workers: int = 1) -> dict[str, Any]:
+    """Every measurement with ``workers`` stream workers (one consumer group);
+    ``profile_out``: py-spy's collapsed stacks of the first worker during the 23 h phase."""
     if not broker_answers(base) or not endpoint_answers(base):
         raise ServiceError("Kafka or ClickHouse does not answer: run `gpuledger up --workers 0` first")
     sizes = SMOKE if smoke else FULL
@@ -69,12 +70,13 @@ def run(base: Settings, smoke: bool, say: Say, keep: bool = False,
     home = Path(tempfile.mkdtemp(prefix=f"gpuledger-bench-{tag}-"))
     settings = isolated(base, tag, home)
     qsettings = settings.model_copy(update={"clickhouse_database": f"bench_q_{tag}"})
-    results: dict[str, Any] = {"mode": "smoke" if smoke else "full", "tag": tag, "nodes": sizes.nodes,
+    results: dict[str, Any] = {"mode": "smoke" if smoke else "full", "tag": tag, "workers": workers,
+                               "nodes": sizes.nodes,
                                "gpus": sizes.nodes * GPUS_PER_NODE, "scrape_interval_s": sizes.interval_s}
     try:
         ensure_topics(settings)
         apply_migrations(settings)
-        results.update(_stream_phases(settings, sizes, home, say, profile_out))
+        results.update(_stream_phases(settings, sizes, home, say, profile_out, workers))
         say("generating facts for the monthly query")
         results.update(query.generate_facts(qsettings, sizes.query_samples))
         say("timing the monthly cost-by-team query")
@@ -89,24 +91,33 @@ def _reflect(settings: Settings, timeout_s: float) -> None:
     wait_until_reflected(settings, end_offsets(settings), timeout_s, poll_s=0.25)
 
 
+def _start(settings: Settings, home: Path, count: int, first_index: int) -> list[Worker]:
+    return [Worker(settings, home / f"worker-{i}.log", i) for i in range(first_index, first_index + count)]
+
+
+def _rss(workers: list[Worker]) -> float:
+    """The largest worker's resident size (each worker is its own process)."""
+    return round(max(w.rss_mib() for w in workers), 1)
+
+
 def _stream_phases(settings: Settings, sizes: Sizes, home: Path, say: Say,
-                   profile_out: Path | None) -> dict[str, Any]:
+                   profile_out: Path | None, count: int = 1) -> dict[str, Any]:
     out: dict[str, Any] = {}
     load = Load(sizes.nodes, sizes.interval_s)
     first, total = load.rounds_for(1), load.rounds_for(24)
     hour = encode(load, 0, first)
     rest = encode(load, first, total - first)
-    say(f"publishing 1 h of history ({gpu_samples_in(hour)} GPU-samples) and starting a worker")
+    say(f"publishing 1 h of history ({gpu_samples_in(hour)} GPU-samples) and starting {count} worker(s)")
     publish(settings, hour)
-    worker = Worker(settings, home / "worker-0.log", 0)
+    workers = _start(settings, home, count, 0)
     try:
         began = time.perf_counter()
         _reflect(settings, sizes.reflect_timeout_s)
         out["first_hour_with_startup_s"] = round(time.perf_counter() - began, 2)
-        out["rss_1h_mib"] = round(worker.rss_mib(), 1)
+        out["rss_1h_mib"] = _rss(workers)
         samples = gpu_samples_in(rest)
         say(f"publishing the other 23 h ({samples} GPU-samples) while the worker runs")
-        sampler = profile.start(worker.proc.pid, profile_out) if profile_out else None
+        sampler = profile.start(workers[0].proc.pid, profile_out) if profile_out else None
         began = time.perf_counter()
         publish_s = publish(settings, rest)
         _reflect(settings, sizes.reflect_timeout_s)
@@ -115,30 +126,32 @@ def _stream_phases(settings: Settings, sizes: Sizes, home: Path, say: Say,
             profile.stop(sampler)
         out.update(pipeline_gpu_samples=samples, pipeline_s=round(elapsed, 2),
                    pipeline_samples_per_s=round(samples / elapsed, 1),
-                   publish_samples_per_s=round(samples / publish_s, 1), rss_24h_mib=round(worker.rss_mib(), 1))
+                   publish_samples_per_s=round(samples / publish_s, 1), rss_24h_mib=_rss(workers))
         out["rss_growth_pct"] = round(100 * (out["rss_24h_mib"] / out["rss_1h_mib"] - 1), 1)
         say("bare aiokafka consume of the same gpu.metrics messages")
         messages = total * sizes.nodes
         bare_s = bare_consume(settings, messages)
         out["bare_consume_samples_per_s"] = round(messages * GPUS_PER_NODE / bare_s, 1)
-        out["pipeline_vs_bare_pct"] = round(100 * out["pipeline_samples_per_s"] / out["bare_consume_samples_per_s"], 1)
+        out["pipeline_vs_bare_pct"] = round(100 * out["pipeline_samples_per_s"] / out["bare_consume_samples_per_s"], 3)
         say(f"paced load at {sizes.fresh_rate:.0f} GPU-samples/s for {sizes.fresh_seconds:.0f} s")
         paced = Load(sizes.fresh_nodes, 30, start=load.start + timedelta(days=40), node_prefix="fresh")
         out.update(fresh.measure(settings, paced, sizes.fresh_rate, sizes.fresh_seconds))
         _reflect(settings, sizes.reflect_timeout_s)
     finally:
-        worker.stop()
-    say("replay: truncate, rewind, time a new worker from offset 0")
+        for w in workers:
+            w.stop()
+    say(f"replay: truncate, rewind, time {count} new worker(s) from offset 0")
     replay.truncate(settings)
     replay.rewind(settings)
     all_samples = (total * sizes.nodes + out["freshness_rounds"] * sizes.fresh_nodes) * GPUS_PER_NODE
-    worker = Worker(settings, home / "worker-1.log", 1)
+    workers = _start(settings, home, count, count)
     try:
         began = time.perf_counter()
         _reflect(settings, sizes.reflect_timeout_s)
         elapsed = time.perf_counter() - began
     finally:
-        worker.stop()
+        for w in workers:
+            w.stop()
     out.update(replay_gpu_samples=all_samples, replay_s=round(elapsed, 2),
                replay_samples_per_s=round(all_samples / elapsed, 1))
     return out

@@ -13,6 +13,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +23,10 @@ from infra.process import Service, read_pid, start, stop
 from pipelines.settings import Settings
 from sql.client import get_client, server_client
 from sql.migrate import MigrationReport, migrate
+from streams import rollup
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+ROLLUP_MIGRATION = "0007_usage_hourly.sql"
 
 Say = Callable[[str], None]
 
@@ -109,7 +112,10 @@ def apply_migrations(settings: Settings) -> MigrationReport:
     admin.command(f"CREATE DATABASE IF NOT EXISTS `{settings.clickhouse_database}`")
     client = get_client(settings)
     try:
-        return migrate(admin, client, settings.clickhouse_database)
+        report = migrate(admin, client, settings.clickhouse_database)
+        if ROLLUP_MIGRATION in report.applied:  # facts written before the rollup existed: build their hours
+            rollup.rebuild_stale(client, datetime(1970, 1, 1, tzinfo=UTC))
+        return report
     finally:
         client.close()
         admin.close()

@@ -7,8 +7,9 @@ Agents are thin glue (the maths lives in ``streams.attribution``):
 * a timer that closes and corrects attribution windows for the nodes whose partitions this
   worker owns (``gpu.metrics`` and ``scheduler.allocations`` are co-partitioned by ``cluster/node``).
 
-Every warehouse call runs on one dedicated thread, so the event loop never blocks and the
-clickhouse-connect client is never shared between threads. Delivery is at-least-once with
+Warehouse calls never run on the event loop: the raw sinks use one thread and client, the
+attribution timer another, so a long attribution step never delays ingestion (freshness) and no
+clickhouse-connect client is shared between threads. Delivery is at-least-once with
 idempotent, versioned facts; Faust's exactly_once mode is not used.
 
 Settings are read when the worker process starts (``create_app``); ``faust -A streams.app worker``
@@ -18,6 +19,7 @@ works too, through the module attribute ``app`` created on first access.
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import functools
 import logging
 from concurrent.futures import ThreadPoolExecutor
@@ -38,9 +40,29 @@ from streams.progress import CONSUMER_GROUP
 from streams.store import Warehouse
 
 log = logging.getLogger("gpuledger.streams")
+
+
+def _glibc() -> ctypes.CDLL | None:
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        return libc if hasattr(libc, "malloc_trim") else None
+    except OSError:  # not glibc (macOS, musl): nothing to trim
+        return None
+
+
+_LIBC = _glibc()
 BATCH_MAX = 2000
 BATCH_WITHIN_S = 0.5
 STEP_INTERVAL_S = 1.0
+
+
+def release_free_memory() -> None:
+    """Give memory freed after a large step back to the system (glibc keeps it otherwise).
+
+    Without it the worker's resident size stays at the high-water mark of its largest backlog.
+    """
+    if _LIBC is not None:
+        _LIBC.malloc_trim(0)
 
 
 def partition_of(key: bytes, partitions: int) -> int:
@@ -62,9 +84,15 @@ def create_app(settings: Settings) -> faust.App:
         broker_commit_interval=1.0,
         stream_wait_empty=False,
         producer_compression_type="lz4",
+        # bounded prefetch: a backlog costs the same memory as live traffic (one batch in the
+        # agent, one batch buffered per stream, 256 KiB fetched per partition)
+        stream_buffer_maxsize=BATCH_MAX,
+        consumer_max_fetch_size=256 * 1024,
     )
-    executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="warehouse")
+    executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sink")
     warehouse = Warehouse(settings)
+    attribution_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="attribution")
+    attribution_warehouse = Warehouse(settings)
     dlq_producer: list[EventProducer] = []
 
     def publish_dead_letters(letters: list[ev.DeadLetter]) -> None:
@@ -100,7 +128,10 @@ def create_app(settings: Settings) -> faust.App:
     @app.timer(interval=STEP_INTERVAL_S)
     async def attribution_timer() -> None:
         try:
-            report = await in_warehouse_thread(run_step, warehouse, settings, owns)
+            report = await asyncio.get_running_loop().run_in_executor(
+                attribution_executor, run_step, attribution_warehouse, settings, owns)
+            if report.facts:
+                release_free_memory()
         except Exception:  # a failed step is retried on the next tick; facts are idempotent
             log.exception("attribution step failed; retrying next tick")
             return

@@ -17,11 +17,11 @@ from sql.client import get_client
 from streams.progress import CONSUMER_GROUP
 
 DERIVED_TABLES = (
-    "gpu_usage_facts", "fact_windows", "attribution_progress", "node_activity", "job_attempts",
-    "gpu_samples", "raw_scheduler_allocations", "storage_samples", "checkpoints", "benchmark_runs",
+    "gpu_usage_facts", "fact_windows", "gpu_usage_hourly", "attribution_progress", "node_activity",
+    "job_attempts", "gpu_samples", "raw_scheduler_allocations", "storage_samples", "checkpoints", "benchmark_runs",
     "org_mappings", "pricing_rates", "pricing_shared", "dead_letters",
 )
-FACT_TABLES = ("gpu_usage_facts", "fact_windows", "attribution_progress", "job_attempts")
+FACT_TABLES = ("gpu_usage_facts", "fact_windows", "gpu_usage_hourly", "attribution_progress", "job_attempts")
 
 
 def truncate(settings: Settings, tables: tuple[str, ...] = DERIVED_TABLES) -> None:

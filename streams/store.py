@@ -9,8 +9,9 @@ Flush order of the raw sink, and what each step's failure does:
    written batch written again converges to the same rows;
 3. **commit offsets** — Faust acknowledges the events only after step 2 returned.
 
-Facts are written the same way: insert facts, then ``fact_windows``, then the progress row; a
-crash in between leaves progress behind, so the range is simply computed and written again.
+Facts are written the same way, many nodes per insert: facts, then ``fact_windows``, then the
+rebuild of the hours they touch in the hourly rollup (``streams.rollup``), then the progress
+rows; a crash in between leaves progress behind, so the range is computed and written again.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -29,11 +31,24 @@ from pipelines.events import AllocationData
 from pipelines.settings import Settings
 from sql import load_query
 from sql.client import get_client
+from streams import rollup
 from streams.attribution.attempts import AttemptFact, Checkpoint
-from streams.attribution.compute import SampleRow
+from streams.attribution.compute import SampleColumns
 
 log = logging.getLogger(__name__)
 RETRIES = 6
+
+
+@dataclass
+class NodeFacts:
+    """What one attribution step wrote for one node: facts of ``windows`` and the progress after them."""
+
+    cluster: str
+    node: str
+    windows: Sequence[datetime]
+    facts: list[dict[str, Any]]
+    closed_until: datetime
+    processed_seq: int
 
 
 def now_seq() -> int:
@@ -70,13 +85,19 @@ class Warehouse:
                 delay = min(delay * 2, 10.0)
         return None
 
-    def insert(self, table: str, rows: Sequence[dict[str, Any]]) -> None:
+    def insert(self, table: str, rows: Sequence[dict[str, Any]] | dict[str, list[Any]]) -> None:
+        """Insert rows (dicts keyed by column) or columns (column -> values), column-oriented."""
         if not rows:
             return
-        columns = list(rows[0].keys())
-        data = [[row[c] for row in rows] for c in columns]
+        if isinstance(rows, dict):
+            names, data = list(rows), list(rows.values())
+        else:
+            names = list(rows[0].keys())
+            data = [[row[c] for row in rows] for c in names]
+        if not data[0]:
+            return
         self._retry(f"insert into {table}",
-                    lambda: self.client.insert(table, data, column_names=columns, column_oriented=True))
+                    lambda: self.client.insert(table, data, column_names=names, column_oriented=True))
 
     def query(self, name: str, params: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
         sql = load_query(name)
@@ -89,31 +110,73 @@ class Warehouse:
         return [tuple(as_utc(v) if isinstance(v, datetime) else v for v in row)
                 for row in self.query("attribution_pending")]
 
-    def samples(self, cluster: str, node: str, start: datetime, end: datetime) -> list[SampleRow]:
-        rows = self.query("attribution_samples", {"cluster": cluster, "node": node, "start": start, "end": end})
-        return [SampleRow(as_utc(t).timestamp(), uuid, mig, idx, model, profile, util, xid, ns, pod, job, interval)
-                for (t, uuid, mig, idx, model, profile, util, xid, ns, pod, job, interval) in rows]
+    def query_columns(self, name: str, params: dict[str, Any]) -> Sequence[Sequence[Any]]:
+        sql = load_query(name)
+        result = self._retry("query", lambda: self.client.query(sql, parameters=params))
+        return result.result_columns
 
-    def placements(self, cluster: str, node: str, start: datetime, end: datetime) -> list[AllocationData]:
-        rows = self.query("attribution_placements", {"cluster": cluster, "node": node, "start": start, "end": end})
-        return [AllocationData.model_validate(orjson.loads(payload)) for (payload,) in rows]
+    def samples(self, cluster: str, nodes: Sequence[str], start: datetime, end: datetime) -> dict[str, SampleColumns]:
+        """Samples of ``nodes`` in [start, end), per node, as columns in time order."""
+        cols = self.query_columns("attribution_samples",
+                                  {"cluster": cluster, "nodes": list(nodes), "start": start, "end": end})
+        out: dict[str, SampleColumns] = {}
+        if not cols or not len(cols[0]):
+            return out
+        node_col = cols[0]
+        times = [ms / 1000 for ms in cols[1]]
+        rest = cols[2:]
+        bounds = [i for i in range(1, len(node_col)) if node_col[i] != node_col[i - 1]]
+        for lo, hi in zip([0, *bounds], [*bounds, len(node_col)], strict=True):
+            out[str(node_col[lo])] = SampleColumns((times[lo:hi], *(c[lo:hi] for c in rest)))
+        return out
+
+    def placements(self, cluster: str, nodes: Sequence[str], start: datetime,
+                   end: datetime) -> dict[str, list[AllocationData]]:
+        """The latest snapshot of every placement on ``nodes`` that overlaps [start, end), per node."""
+        params = {"cluster": cluster, "nodes": list(nodes), "start": start, "end": end}
+        rows = self.query("attribution_placements", params)
+        out: dict[str, list[AllocationData]] = {}
+        for node, payload in rows:
+            out.setdefault(str(node), []).append(AllocationData.model_validate(orjson.loads(payload)))
+        return out
 
     def write_facts(self, cluster: str, node: str, windows: Sequence[datetime], window_s: int,
                     facts: list[dict[str, Any]], closed_until: datetime, processed_seq: int) -> None:
+        self.write_fact_batch([NodeFacts(cluster, node, windows, facts, closed_until, processed_seq)])
+
+    def write_fact_batch(self, batch: Sequence[NodeFacts]) -> None:
+        """Facts, every window's capacity row, the hours' rollup, then progress, for many nodes at once.
+
+        All rows of one call share a version. A crash between the inserts leaves progress behind,
+        so the ranges are computed and written again (same fact ids, a higher version).
+        """
+        if not batch:
+            return
         version = now_seq()
-        for f in facts:
-            f["version"] = version
+        facts: list[dict[str, Any]] = []
+        windows: list[dict[str, Any]] = []
+        progress: list[dict[str, Any]] = []
+        for item in batch:
+            per_window: dict[datetime, float] = {w: 0.0 for w in item.windows}
+            counts: dict[datetime, int] = {w: 0 for w in item.windows}
+            for f in item.facts:  # every row is capacity: a node-level slot ("") holds exactly what it allocates
+                f["version"] = version
+                per_window[f["window_start"]] = per_window.get(f["window_start"], 0.0) + float(f["gpu_seconds"])
+                counts[f["window_start"]] = counts.get(f["window_start"], 0) + 1
+            facts.extend(item.facts)
+            windows.extend({"cluster": item.cluster, "node": item.node, "window_start": w, "version": version,
+                            "capacity_seconds": per_window[w], "rows": counts[w]} for w in sorted(per_window))
+            progress.append({"cluster": item.cluster, "node": item.node, "closed_until": item.closed_until,
+                             "processed_seq": item.processed_seq, "version": version})
         self.insert("gpu_usage_facts", facts)
-        per_window: dict[datetime, float] = {w: 0.0 for w in windows}
-        counts: dict[datetime, int] = {w: 0 for w in windows}
-        for f in facts:  # every row is capacity: a node-level slot ("") holds exactly what it allocates
-            per_window[f["window_start"]] = per_window.get(f["window_start"], 0.0) + float(f["gpu_seconds"])
-            counts[f["window_start"]] = counts.get(f["window_start"], 0) + 1
-        self.insert("fact_windows", [
-            {"cluster": cluster, "node": node, "window_start": w, "version": version,
-             "capacity_seconds": per_window[w], "rows": counts[w]} for w in sorted(per_window)])
-        self.insert("attribution_progress", [{"cluster": cluster, "node": node, "closed_until": closed_until,
-                                              "processed_seq": processed_seq, "version": version}])
+        self.insert("fact_windows", windows)
+        written = [(item.cluster, item.node, *rollup.window_hours(item.windows)) for item in batch if item.windows]
+        self._retry("rebuild of the hourly rollup", lambda: rollup.rebuild_written(self.client, written))
+        self.insert("attribution_progress", progress)
+
+    def rebuild_rollup_since(self, since: datetime) -> None:
+        """An org mapping version arrived: every hour from its start carries a new org version."""
+        self._retry("rebuild of the hourly rollup", lambda: rollup.rebuild_since(self.client, "", since))
 
     # --- attempts ---------------------------------------------------------------------------
     def attempt_inputs(self, cluster: str, job_ids: Sequence[str]) -> tuple[list[tuple[Any, ...]], list[Checkpoint]]:

@@ -31,6 +31,8 @@ def bench(
     doc: Annotated[bool, typer.Option("--doc/--no-doc", help="full run: write docs/BENCHMARKS.md")] = True,
     profile: Annotated[Path | None, typer.Option("--profile", help="write py-spy's collapsed stacks of the "
                                                  "worker during the 23 h phase to this file")] = None,
+    workers: Annotated[int, typer.Option("--workers", min=1, max=8, help="stream workers (one consumer "
+                                         "group; the node topics have 8 partitions)")] = 1,
 ) -> None:
     """Measure the pipeline on one set of synthetic messages and compare with the targets."""
     from bench.report import machine, markdown_table, table_rows
@@ -40,7 +42,7 @@ def bench(
     def say(text: str) -> None:
         sys.stderr.write(f"bench: {text}\n")
 
-    results = run(get_settings(), smoke, say, keep=keep, profile_out=profile)
+    results = run(get_settings(), smoke, say, keep=keep, profile_out=profile, workers=workers)
     if format == BenchFormat.json:
         typer.echo(json.dumps(results, indent=2, sort_keys=True))
     else:

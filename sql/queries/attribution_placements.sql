@@ -1,10 +1,11 @@
--- The latest snapshot of every placement on one node that overlaps a range: ended beats running,
--- then the later event. Pending (job-level) events have no node and are not placements.
-SELECT argMax(payload, (if(state = 'ended', 2, 1), time)) AS payload
+-- The latest snapshot of every placement on a set of nodes that overlaps a range: ended beats
+-- running, then the later event. Pending (job-level) events have no node and are not placements.
+SELECT node, argMax(payload, (if(state = 'ended', 2, 1), time)) AS payload
 FROM raw_scheduler_allocations
-WHERE cluster = {cluster:String} AND node = {node:String}
+WHERE cluster = {cluster:String} AND node IN {nodes:Array(String)}
   AND type IN ('allocation.running', 'allocation.ended')
   AND start_time < {end:DateTime64(3, 'UTC')}
-GROUP BY scheduler, job_id, attempt
+GROUP BY node, scheduler, job_id, attempt
 HAVING argMax(end_time, (if(state = 'ended', 2, 1), time)) IS NULL
     OR argMax(end_time, (if(state = 'ended', 2, 1), time)) > {start:DateTime64(3, 'UTC')}
+ORDER BY node, scheduler, job_id, attempt

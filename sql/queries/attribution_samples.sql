@@ -1,6 +1,8 @@
--- One node's GPU samples for a range (the caller widens the start for sample-and-hold).
-SELECT time, uuid, mig_instance, gpu_index, gpu_model, mig_profile, utilization, xid, namespace, pod, hpc_job, interval_s
+-- GPU samples of a set of nodes for a range (the caller widens the start for sample-and-hold),
+-- node by node in time order; times as epoch milliseconds so the worker reads plain integers.
+SELECT node, toUnixTimestamp64Milli(time) AS time_ms, uuid, mig_instance, gpu_index, gpu_model, mig_profile,
+       utilization, xid, namespace, pod, hpc_job, interval_s
 FROM gpu_samples
-WHERE cluster = {cluster:String} AND node = {node:String}
+WHERE cluster = {cluster:String} AND node IN {nodes:Array(String)}
   AND time >= {start:DateTime64(3, 'UTC')} AND time < {end:DateTime64(3, 'UTC')}
-ORDER BY time
+ORDER BY node, time

@@ -1,6 +1,17 @@
 -- GPU-hours per owner group for [start, end): allocated, busy, failed (attempts that did not
 -- succeed), unobserved; unallocated and unavailable capacity as the rows __unallocated__ and
 -- __unavailable__. The group is chosen by {by}, a parameter, never spliced into the text.
+-- The whole hours inside the range come from the hourly rollup (current_hourly, resolved as
+-- resolved_hourly does); only the partial hours at its edges, [start, first whole hour) and
+-- [last whole hour's end, end), are read window by window from resolved_facts. The answer equals
+-- gpu_hours_facts.sql, which reads every window.
+WITH
+    {start:DateTime64(3, 'UTC')} AS range_start,
+    {end:DateTime64(3, 'UTC')} AS range_end,
+    -- whole hours [full_start, full_end); empty when the range lies within one or two partial hours
+    toDateTime64(if(toStartOfHour(range_start) = range_start, toStartOfHour(range_start),
+                    toStartOfHour(range_start) + toIntervalHour(1)), 3, 'UTC') AS full_start,
+    toDateTime64(toStartOfHour(range_end), 3, 'UTC') AS full_end
 SELECT
     if(kind = 'allocated',
        multiIf({by:String} = 'team', team,
@@ -25,8 +36,65 @@ SELECT
     (sumIf(gpu_seconds, kind = 'allocated') - sumIf(busy_seconds, kind = 'allocated')
         - sumIf(unobserved_seconds, kind = 'allocated')) / 3600 AS idle_gpu_hours,
     sum(gpu_seconds) / 3600 AS gpu_hours
-FROM resolved_facts
-WHERE window_start >= {start:DateTime64(3, 'UTC')} AND window_start < {end:DateTime64(3, 'UTC')}
-  AND ({cluster:String} = '' OR cluster = {cluster:String})
+FROM
+(
+    -- whole hours: the current hourly rows summed over hours (and nodes, unless grouping by node)
+    -- first, then team, business unit and attempt outcome resolved as resolved_hourly does; the same
+    -- answer as reading resolved_hourly row by row, with the joins run on far fewer rows
+    SELECT h.cluster, h.node, h.gpu_model, h.kind, h.team, if(bu.value != '', bu.value, 'unassigned') AS business_unit,
+           h.namespace, h.account, h.model, h.logical_job, h.failure_reason, h.user, h.queue,
+           h.workload_kind, h.outcome, h.gpu_seconds, h.busy_seconds, h.unobserved_seconds
+    FROM
+    (
+        SELECT
+            g.*,
+            multiIf(g.team_label != '', g.team_label, ns.value != '', ns.value, acc.value != '', acc.value, 'unassigned') AS team,
+            if(g.kind = 'allocated', if(a.a_outcome = '', 'running', a.a_outcome), '') AS outcome,
+            if(a.a_outcome = 'failure', if(a.a_reason = '', 'unknown', a.a_reason), 'none') AS failure_reason
+        FROM
+        (
+            SELECT cluster, if({by:String} = 'node', toString(node), '') AS node, org_version,
+                   if({by:String} = 'gpu_model', toString(gpu_model), '') AS gpu_model, kind, scheduler, job_id,
+                   if({by:String} = 'job', logical_job, '') AS logical_job, attempt, namespace, account,
+                   if({by:String} = 'user', toString(user), '') AS user,
+                   if({by:String} = 'queue', toString(queue), '') AS queue,
+                   if({by:String} = 'workload_kind', toString(workload_kind), '') AS workload_kind, team_label,
+                   if({by:String} = 'model', toString(model), '') AS model,
+                   sum(gpu_seconds) AS gpu_seconds, sum(busy_seconds) AS busy_seconds,
+                   sum(unobserved_seconds) AS unobserved_seconds
+            FROM current_hourly
+            WHERE hour >= full_start AND hour < full_end
+              AND ({cluster:String} = '' OR cluster = {cluster:String})
+            GROUP BY cluster, node, org_version, gpu_model, kind, scheduler, job_id, logical_job, attempt, namespace,
+                     account, user, queue, workload_kind, team_label, model
+        ) AS g
+        LEFT JOIN
+        (
+            SELECT key, effective_from, value FROM org_mapping_rows WHERE kind = 'namespace_team'
+        ) AS ns ON ns.key = g.namespace AND ns.effective_from = g.org_version
+        LEFT JOIN
+        (
+            SELECT key, effective_from, value FROM org_mapping_rows WHERE kind = 'account_team'
+        ) AS acc ON acc.key = g.account AND acc.effective_from = g.org_version
+        LEFT JOIN
+        (
+            SELECT cluster AS a_cluster, scheduler AS a_scheduler, job_id AS a_job_id, attempt AS a_attempt,
+                   outcome AS a_outcome, failure_reason AS a_reason
+            FROM job_attempts FINAL
+        ) AS a ON a.a_cluster = g.cluster AND a.a_scheduler = g.scheduler AND a.a_job_id = g.job_id
+              AND a.a_attempt = g.attempt
+    ) AS h
+    LEFT JOIN
+    (
+        SELECT key, effective_from, value FROM org_mapping_rows WHERE kind = 'team_business_unit'
+    ) AS bu ON bu.key = h.team AND bu.effective_from = h.org_version
+    UNION ALL
+    SELECT cluster, node, gpu_model, kind, team, business_unit, namespace, account, model, logical_job,
+           failure_reason, user, queue, workload_kind, outcome, gpu_seconds, busy_seconds, unobserved_seconds
+    FROM resolved_facts
+    WHERE ((window_start >= range_start AND window_start < least(full_start, range_end))
+           OR (window_start >= greatest(full_end, full_start) AND window_start < range_end))
+      AND ({cluster:String} = '' OR cluster = {cluster:String})
+)
 GROUP BY key
 ORDER BY startsWith(key, '__'), gpu_hours DESC, key

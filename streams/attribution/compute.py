@@ -8,11 +8,13 @@ writes the same facts.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+import hashlib
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
-from pipelines.events import AllocationData, event_id
+from pipelines.events import AllocationData
 from streams.attribution.core import HOLD_INTERVALS, FactRow, GpuInfo, Series, attribute_window
 from streams.attribution.resolve import SlotMeta, to_placement
 
@@ -34,9 +36,23 @@ class SampleRow:
     hpc_job: str
     interval_s: float | None
 
-    @property
-    def slot(self) -> str:
-        return self.uuid if self.mig_instance is None else f"{self.uuid}/mig{self.mig_instance}"
+
+SAMPLE_COLUMNS = ("time", "uuid", "mig_instance", "index", "model", "mig_profile", "utilization", "xid",
+                  "namespace", "pod", "hpc_job", "interval_s")
+
+
+@dataclass
+class SampleColumns:
+    """One node's samples as columns, in the order of ``SAMPLE_COLUMNS`` (how the warehouse returns them)."""
+
+    columns: tuple[Sequence[Any], ...]
+
+    @classmethod
+    def from_rows(cls, rows: Sequence[SampleRow]) -> SampleColumns:
+        return cls(tuple([getattr(r, name) for r in rows] for name in SAMPLE_COLUMNS))
+
+    def __len__(self) -> int:
+        return len(self.columns[0]) if self.columns else 0
 
 
 @dataclass
@@ -44,29 +60,41 @@ class _SlotData:
     meta: SlotMeta
     model: str
     series: Series
-    rows: list[SampleRow]
+    labels: list[tuple[str, str, str]]  # (namespace, pod, hpc_job) per sample
+    has_interval: bool = False
 
 
-def _build_slots(samples: Sequence[SampleRow]) -> dict[str, _SlotData]:
+def _build_slots(samples: SampleColumns | Sequence[SampleRow]) -> dict[str, _SlotData]:
+    """Per slot: the time-ordered series; a repeated (slot, time) counts once (the first one)."""
+    cols = samples if isinstance(samples, SampleColumns) else SampleColumns.from_rows(samples)
     slots: dict[str, _SlotData] = {}
-    seen: set[tuple[str, float]] = set()
-    for s in sorted(samples, key=lambda r: (r.slot, r.time)):
-        if (s.slot, s.time) in seen:  # a duplicate not yet merged away by the warehouse
-            continue
-        seen.add((s.slot, s.time))
-        data = slots.get(s.slot)
+    if not len(cols):
+        return slots
+    times, uuids, migs, indices, models, profiles, utils, xids, nss, pods, jobs, intervals = cols.columns
+    order: Iterable[int] = range(len(times))
+    if any(b < a for a, b in zip(times, times[1:], strict=False)):
+        order = sorted(order, key=times.__getitem__)  # stable: equal times keep their input order
+    for i in order:
+        uuid, mig, t = uuids[i], migs[i], times[i]
+        slot = uuid if mig is None else f"{uuid}/mig{mig}"
+        data = slots.get(slot)
         if data is None:
-            meta = SlotMeta(s.uuid, s.mig_instance, s.mig_profile or None, s.index)
-            data = slots[s.slot] = _SlotData(meta, s.model, Series(), [])
-        data.series.times.append(s.time)
-        data.series.utils.append(s.utilization)
-        data.series.xids.append(s.xid)
-        data.rows.append(s)
-        if s.interval_s:
-            data.series.interval = s.interval_s
+            data = slots[slot] = _SlotData(SlotMeta(uuid, mig, profiles[i] or None, indices[i]), models[i],
+                                           Series(), [])
+        series = data.series
+        if series.times and series.times[-1] == t:  # a duplicate not yet merged away by the warehouse
+            continue
+        series.times.append(t)
+        series.utils.append(utils[i])
+        series.xids.append(xids[i])
+        data.labels.append((nss[i], pods[i], jobs[i]))
+        if intervals[i]:
+            series.interval = intervals[i]
+            data.has_interval = True
     for data in slots.values():
-        if not any(r.interval_s for r in data.rows) and len(data.series.times) > 1:
-            gaps = sorted(b - a for a, b in zip(data.series.times, data.series.times[1:], strict=False) if b > a)
+        times_ = data.series.times
+        if not data.has_interval and len(times_) > 1:
+            gaps = sorted(b - a for a, b in zip(times_, times_[1:], strict=False) if b > a)
             data.series.interval = gaps[len(gaps) // 2] if gaps else DEFAULT_INTERVAL_S
     return slots
 
@@ -84,11 +112,11 @@ def _window_view(slots: dict[str, _SlotData], w0: float, w1: float) -> tuple[lis
         if lo >= hi:
             continue
         meta = SlotMeta(data.meta.uuid, data.meta.mig_instance, data.meta.mig_profile, data.meta.index)
-        for r in data.rows[lo:hi]:
-            if r.namespace and r.pod:
-                meta.namespaces_pods.add((r.namespace, r.pod))
-            if r.hpc_job:
-                meta.hpc_jobs.add(r.hpc_job)
+        for namespace, pod, hpc_job in data.labels[lo:hi]:
+            if namespace and pod:
+                meta.namespaces_pods.add((namespace, pod))
+            if hpc_job:
+                meta.hpc_jobs.add(hpc_job)
         metas[slot] = meta
         slots_of.setdefault(meta.uuid, []).append(slot)
         prev = gpus.get(meta.uuid)
@@ -102,11 +130,13 @@ def _epoch(t: datetime | None) -> float | None:
 
 
 def compute_range(cluster: str, node: str, start: float, end: float, window_s: int,
-                  samples: Sequence[SampleRow], placements: Sequence[AllocationData]) -> list[dict[str, object]]:
+                  samples: SampleColumns | Sequence[SampleRow],
+                  placements: Sequence[AllocationData]) -> list[dict[str, object]]:
     """Fact rows (as warehouse dicts) for every window of [start, end) on ``node``."""
     slots = _build_slots(samples)
     series = {slot: d.series for slot, d in slots.items()}
     out: list[dict[str, object]] = []
+    down_cache: dict[tuple[str, ...], list[tuple[float, float]]] = {}
     w0 = start
     while w0 < end:
         w1 = w0 + window_s
@@ -115,25 +145,35 @@ def compute_range(cluster: str, node: str, start: float, end: float, window_s: i
                   if p.start_time is not None and _epoch(p.start_time) < w1  # type: ignore[operator]
                   and (p.end_time is None or _epoch(p.end_time) > w0)]  # type: ignore[operator]
         core_placements = [to_placement(p, _epoch(p.start_time) or w0, _epoch(p.end_time), metas) for p in active]
-        rows = attribute_window(node, w0, w1, gpus, core_placements, series, slots_of)
-        out.extend(fact_dict(cluster, w0, window_s, r) for r in rows)
+        rows = attribute_window(node, w0, w1, gpus, core_placements, series, slots_of, down_cache)
+        window_start = datetime.fromtimestamp(w0, tz=UTC)
+        out.extend(fact_dict(cluster, w0, window_s, r, window_start) for r in rows)
         w0 = w1
     return out
 
 
-def fact_dict(cluster: str, w0: float, window_s: int, r: FactRow) -> dict[str, object]:
+def fact_dict(cluster: str, w0: float, window_s: int, r: FactRow,
+              window_start: datetime | None = None) -> dict[str, object]:
     o = r.owner
-    window_start = datetime.fromtimestamp(w0, tz=UTC)
-    owner_key = (o.scheduler, o.job_id, o.attempt) if o else ("", "", 0)
+    window_start = window_start or datetime.fromtimestamp(w0, tz=UTC)
+    scheduler, job_id, attempt = (o.scheduler, o.job_id, o.attempt) if o else ("", "", 0)
     return {
-        "fact_id": event_id("fact", cluster, r.node, w0, r.slot, r.kind, *owner_key),
+        "fact_id": fact_id(cluster, r.node, w0, r.slot, r.kind, scheduler, job_id, attempt),
         "cluster": cluster, "window_start": window_start, "window_seconds": window_s, "node": r.node,
         "gpu_uuid": r.gpu_uuid, "slot": r.slot, "gpu_model": r.gpu_model, "kind": r.kind,
-        "scheduler": o.scheduler if o else "", "job_id": o.job_id if o else "",
-        "logical_job": o.logical_job if o else "", "attempt": o.attempt if o else 0,
+        "scheduler": scheduler, "job_id": job_id,
+        "logical_job": o.logical_job if o else "", "attempt": attempt,
         "namespace": o.namespace if o else "", "account": o.account if o else "", "user": o.user if o else "",
         "queue": o.queue if o else "", "workload_kind": o.workload_kind if o else "",
         "team_label": o.team_label if o else "", "model": o.model if o else "",
         "gpu_seconds": r.gpu_seconds, "busy_seconds": r.busy_seconds,
         "unobserved_seconds": r.unobserved_seconds, "energy_joules": 0.0,
     }
+
+
+def fact_id(cluster: str, node: str, w0: float, slot: str, kind: str, scheduler: str, job_id: str,
+            attempt: int) -> str:
+    """``event_id("fact", cluster, node, float(w0), slot, kind, scheduler, job_id, attempt)``, spelled out
+    because it runs once per fact row; ``float(w0)`` gives one id whether w0 came as int or float."""
+    text = "\x1f".join(("fact", cluster, node, repr(float(w0)), slot, kind, scheduler, job_id, str(attempt)))
+    return hashlib.sha256(text.encode()).hexdigest()[:32]

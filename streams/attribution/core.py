@@ -177,8 +177,13 @@ def attribute_window(
     placements: Sequence[Placement],
     series: dict[str, Series],
     slots_of_gpu: dict[str, list[str]] | None = None,
+    down_cache: dict[tuple[str, ...], list[tuple[float, float]]] | None = None,
 ) -> list[FactRow]:
-    """All fact rows of ``node`` for the window [w0, w1)."""
+    """All fact rows of ``node`` for the window [w0, w1).
+
+    ``down_cache`` memoises fatal-XID intervals per set of slots across the windows of one range
+    (the series are the same for every window, so are the intervals computed from them).
+    """
     slots_of_gpu = slots_of_gpu or {g.uuid: [g.uuid] for g in gpus}
     info = {g.uuid: g for g in gpus}
     # a fixed order makes the floating-point sums identical however the inputs arrived
@@ -199,7 +204,12 @@ def attribute_window(
                 if b.uuid == gpu.uuid and e > s:
                     claims.append((len(meta), b.share, s, e))
                     meta.append((p, b, s, e))
-        down = down_intervals(series[s] for s in slots_of_gpu.get(gpu.uuid, []) if s in series)
+        slots = tuple(s for s in slots_of_gpu.get(gpu.uuid, []) if s in series)
+        down = down_cache.get(slots) if down_cache is not None else None
+        if down is None:
+            down = down_intervals(series[s] for s in slots)
+            if down_cache is not None:
+                down_cache[slots] = down
         allocated, unallocated, unavailable = _gpu_segments(claims, down, w0, w1)
         for k, (p, b, s, e) in enumerate(meta):
             alloc = allocated.get(k, 0.0)

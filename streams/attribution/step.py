@@ -9,21 +9,25 @@ and written with a higher version: a correction, never a silent drop.
 
 from __future__ import annotations
 
+import bisect
 import logging
 import math
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import timedelta
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
 
 from pipelines.settings import Settings
-from streams.attribution.compute import compute_range
-from streams.store import Warehouse, to_utc
+from streams.attribution.compute import SampleColumns, compute_range
+from streams.store import NodeFacts, Warehouse, to_utc
 
 log = logging.getLogger(__name__)
 IDLE_FLUSH_S = 2.0
 LOOKBACK_S = 900.0  # samples before a range start, for sample-and-hold and XID state
-CHUNK_S = 6 * 3600  # compute at most this much of one node per query round trip
+# What one query loads and one insert writes, at most: this bounds the worker's memory (a backlog
+# is worked off in rounds of this size) while a live tick of a large cluster stays one query.
+CHUNK_S = 3600  # of one node's range per round
+MAX_NODES_PER_QUERY = 256
+NODE_SECONDS_PER_QUERY = 32 * 3600  # the sum of the ranges of one group of nodes
 
 
 @dataclass
@@ -54,34 +58,99 @@ def plan(row: tuple[object, ...], settings: Settings, now_ns: int) -> tuple[floa
     return start, end
 
 
-def run_step(wh: Warehouse, settings: Settings, owns: Callable[[str, str], bool]) -> StepReport:
-    report = StepReport()
-    now_ns = time.time_ns()
-    for row in wh.pending_nodes():
+@dataclass(frozen=True)
+class Plan:
+    """A node's range to compute, and the progress seq it reaches once all of it is written."""
+
+    cluster: str
+    node: str
+    start: float
+    end: float
+    processed_seq: int  # the activity seq included once ``end`` is written
+    previous_seq: int  # what progress keeps while only part of the range is written
+
+
+def plans(rows: Iterable[tuple[object, ...]], settings: Settings, now_ns: int,
+          owns: Callable[[str, str], bool]) -> list[Plan]:
+    """The due ranges of the nodes this worker owns."""
+    out: list[Plan] = []
+    for row in rows:
         cluster, node = str(row[0]), str(row[1])
         if not owns(cluster, node):
             continue
         span = plan(row, settings, now_ns)
-        if span is None:
-            continue
-        report.nodes += 1
-        start, end = span
-        w = settings.window_seconds
-        chunk_start = start
-        while chunk_start < end:
-            chunk_end = min(end, chunk_start + CHUNK_S)
-            a, b = to_utc(chunk_start), to_utc(chunk_end)
-            samples = wh.samples(cluster, node, a - timedelta(seconds=LOOKBACK_S), b)
-            placements = wh.placements(cluster, node, a, b)
-            facts = compute_range(cluster, node, chunk_start, chunk_end, w, samples, placements)
-            windows = [to_utc(t) for t in _frange(chunk_start, chunk_end, w)]
-            closed = to_utc(chunk_end)
-            processed = int(row[4]) if chunk_end >= end else int(row[8] or 0)
-            wh.write_facts(cluster, node, windows, w, facts, closed, processed)
-            report.windows += len(windows)
-            report.facts += len(facts)
-            chunk_start = chunk_end
+        if span is not None:
+            out.append(Plan(cluster, node, span[0], span[1], int(row[4]), int(row[8] or 0)))  # type: ignore[call-overload]
+    return out
+
+
+def groups(todo: Sequence[Plan]) -> list[list[Plan]]:
+    """Nodes of one cluster whose ranges are close, so one query serves all of them."""
+    out: list[list[Plan]] = []
+    load = 0.0
+    for p in sorted(todo, key=lambda p: (p.cluster, p.start, p.node)):
+        current = out[-1] if out else None
+        if (current is None or current[0].cluster != p.cluster or len(current) >= MAX_NODES_PER_QUERY
+                or p.end - current[0].start > 2 * CHUNK_S or load + (p.end - p.start) > NODE_SECONDS_PER_QUERY):
+            out.append([p])
+            load = p.end - p.start
+        else:
+            current.append(p)
+            load += p.end - p.start
+    return out
+
+
+def run_step(wh: Warehouse, settings: Settings, owns: Callable[[str, str], bool]) -> StepReport:
+    """Compute every due range of the owned nodes, a chunk of each node per round.
+
+    A round handles groups of nodes with two queries and three inserts per group. A node's
+    progress reaches its activity seq only with its last chunk, so a crash in between redoes the
+    whole range (the facts are idempotent).
+    """
+    report = StepReport()
+    remaining = plans(wh.pending_nodes(), settings, time.time_ns(), owns)
+    report.nodes = len(remaining)
+    while remaining:
+        chunks = [_chunk(p) for p in remaining]
+        for group in groups(chunks):
+            _compute_group(wh, settings, group, report)
+        remaining = [replace(p, start=c.end) for p, c in zip(remaining, chunks, strict=True) if c.end < p.end]
     return report
+
+
+def _chunk(p: Plan) -> Plan:
+    end = min(p.end, p.start + CHUNK_S)
+    return replace(p, end=end, processed_seq=p.processed_seq if end >= p.end else p.previous_seq)
+
+
+def _compute_group(wh: Warehouse, settings: Settings, group: list[Plan], report: StepReport) -> None:
+    w = settings.window_seconds
+    cluster = group[0].cluster
+    nodes = [p.node for p in group]
+    lo, hi = min(p.start for p in group), max(p.end for p in group)
+    samples = wh.samples(cluster, nodes, to_utc(lo - LOOKBACK_S), to_utc(hi))
+    placements = wh.placements(cluster, nodes, to_utc(lo), to_utc(hi))
+    batch: list[NodeFacts] = []
+    for p in group:
+        # each node sees exactly its own range (plus look-back), whatever its group loaded
+        own = _between(samples.get(p.node), p.start - LOOKBACK_S, p.end)
+        facts = compute_range(cluster, p.node, p.start, p.end, w, own, placements.get(p.node, []))
+        windows = [to_utc(t) for t in _frange(p.start, p.end, w)]
+        batch.append(NodeFacts(cluster, p.node, windows, facts, to_utc(p.end), p.processed_seq))
+        report.windows += len(windows)
+        report.facts += len(facts)
+    wh.write_fact_batch(batch)
+
+
+def _between(samples: SampleColumns | None, start: float, end: float) -> SampleColumns:
+    """The samples with start <= time < end (columns are in time order)."""
+    if samples is None:
+        return SampleColumns(())
+    times = samples.columns[0]
+    lo, hi = bisect.bisect_left(times, start), bisect.bisect_left(times, end)
+    if lo == 0 and hi == len(times):
+        return samples
+    return SampleColumns(tuple(c[lo:hi] for c in samples.columns))
 
 
 def _frange(start: float, end: float, step: int) -> list[float]:

@@ -1,11 +1,12 @@
 """Events → warehouse rows (pure): the raw tables are a queryable copy of the log.
 
-Each function returns ``(table, rows)`` with rows as dicts keyed by column. Per-node time ranges
+Each function returns rows as dicts keyed by column; GPU samples are built as columns directly. Per-node time ranges
 touched by a batch (``Activity``) tell the attribution timer which windows to (re)compute.
 """
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
@@ -17,6 +18,7 @@ from pipelines import events as ev
 from pipelines.gpu_models import model_key
 
 Row = dict[str, Any]
+Table = list[Row] | dict[str, list[Any]]  # rows, or columns (name -> values)
 
 
 @dataclass
@@ -33,16 +35,45 @@ class Activity:
         self.allocations = self.allocations or allocations
 
 
-def _sample_rows(e: ev.GpuMetricsEvent) -> list[Row]:
+SAMPLE_COLUMNS = ("event_id", "time", "cluster", "node", "uuid", "mig_instance", "gpu_index", "gpu_model",
+                  "mig_profile", "utilization", "gr_engine_active", "gpu_util", "fb_used_mib", "power_w",
+                  "energy_mj", "xid", "namespace", "pod", "hpc_job", "interval_s")
+
+
+def _add_samples(cols: dict[str, list[Any]], e: ev.GpuMetricsEvent) -> None:
+    """Append one message's GPUs to the ``gpu_samples`` columns (one row per GPU or MIG instance)."""
     d = e.data
-    return [{
-        "event_id": e.id, "time": e.time, "cluster": e.cluster, "node": d.node, "uuid": g.uuid,
-        "mig_instance": g.mig_instance, "gpu_index": g.index, "gpu_model": model_key(g.model),
-        "mig_profile": g.mig_profile or "", "utilization": g.utilization, "gr_engine_active": g.gr_engine_active,
-        "gpu_util": g.gpu_util, "fb_used_mib": g.fb_used_mib, "power_w": g.power_w, "energy_mj": g.energy_mj,
-        "xid": g.xid, "namespace": g.namespace or "", "pod": g.pod or "", "hpc_job": g.hpc_job or "",
-        "interval_s": d.interval_s,
-    } for g in d.gpus]
+    n = len(d.gpus)
+    for name, value in (("event_id", e.id), ("time", e.time), ("cluster", e.cluster), ("node", d.node),
+                        ("interval_s", d.interval_s)):
+        cols[name].extend([value] * n)
+    for g in d.gpus:
+        cols["uuid"].append(g.uuid)
+        cols["mig_instance"].append(g.mig_instance)
+        cols["gpu_index"].append(g.index)
+        cols["gpu_model"].append(_model_key(g.model))
+        cols["mig_profile"].append(g.mig_profile or "")
+        cols["utilization"].append(g.utilization)
+        cols["gr_engine_active"].append(g.gr_engine_active)
+        cols["gpu_util"].append(g.gpu_util)
+        cols["fb_used_mib"].append(g.fb_used_mib)
+        cols["power_w"].append(g.power_w)
+        cols["energy_mj"].append(g.energy_mj)
+        cols["xid"].append(g.xid)
+        cols["namespace"].append(g.namespace or "")
+        cols["pod"].append(g.pod or "")
+        cols["hpc_job"].append(g.hpc_job or "")
+
+
+@functools.lru_cache(maxsize=1024)
+def _model_key(name: str | None) -> str:
+    return model_key(name)
+
+
+def as_rows(columns: dict[str, list[Any]]) -> list[Row]:
+    """Columns back to row dicts (for tests and small tables)."""
+    names = list(columns)
+    return [dict(zip(names, values, strict=True)) for values in zip(*columns.values(), strict=True)]
 
 
 def _allocation_row(e: ev.AllocationEvent | ev.NodeStateEvent) -> Row:
@@ -106,9 +137,13 @@ def dead_letter_row(letter: ev.DeadLetter) -> Row:
             "raw": letter.raw, "origin": letter.origin or "", "time": letter.time}
 
 
-def rows_for(events: list[ev.Envelope]) -> tuple[dict[str, list[Row]], dict[tuple[str, str], Activity]]:
-    """Rows per table, and per (cluster, node) activity, for a batch of validated events."""
+def rows_for(events: list[ev.Envelope]) -> tuple[dict[str, Table], dict[tuple[str, str], Activity]]:
+    """Rows per table, and per (cluster, node) activity, for a batch of validated events.
+
+    ``gpu_samples`` (the bulk: one row per GPU per scrape) comes as columns, the others as rows.
+    """
     tables: dict[str, list[Row]] = defaultdict(list)
+    samples: dict[str, list[Any]] = {name: [] for name in SAMPLE_COLUMNS}
     activity: dict[tuple[str, str], Activity] = {}
 
     def touch(cluster: str, node: str, start: datetime, end: datetime, allocations: bool) -> None:
@@ -120,7 +155,7 @@ def rows_for(events: list[ev.Envelope]) -> tuple[dict[str, list[Row]], dict[tupl
 
     for e in events:
         if isinstance(e, ev.GpuMetricsEvent):
-            tables["gpu_samples"].extend(_sample_rows(e))
+            _add_samples(samples, e)
             touch(e.cluster, e.data.node, e.time, e.time, False)
         elif isinstance(e, ev.AllocationEvent | ev.NodeStateEvent):
             tables["raw_scheduler_allocations"].append(_allocation_row(e))
@@ -141,4 +176,7 @@ def rows_for(events: list[ev.Envelope]) -> tuple[dict[str, list[Row]], dict[tupl
             rates, shared = _pricing_rows(e)
             tables["pricing_rates"].extend(rates)
             tables["pricing_shared"].append(shared)
-    return dict(tables), activity
+    out: dict[str, Table] = dict(tables)
+    if samples["event_id"]:
+        out["gpu_samples"] = samples
+    return out, activity

@@ -58,6 +58,9 @@ def write_batch(wh: Warehouse, messages: Sequence[Message],
     tables, activity = rows_for(events)
     for table, rows in tables.items():
         wh.insert(table, rows)
+    org_versions = [e.data.effective_from for e in events if isinstance(e, ev.OrgMappingEvent)]
+    if org_versions:  # a version applies from its start on, to every cluster's windows (resolved_facts)
+        wh.rebuild_rollup_since(min(org_versions))
     if dead:  # to <topic>.dlq; the dead-letter sink copies every .dlq message into the warehouse
         publish_dead_letters(dead)
     jobs = _touched_jobs(events)

@@ -38,6 +38,7 @@ from pipelines.cli.export_cmd import register
 from pipelines.cli.report_cmd import report_app
 from pipelines.settings import Settings, reset_settings
 from sql.client import get_client
+from streams import rollup
 
 pytestmark = pytest.mark.integration
 
@@ -216,6 +217,7 @@ def warehouse(isolated_settings: Settings) -> Settings:
                                                              "capacity_seconds", "rows"])
         client.insert("job_attempts", attempt_rows(), column_names=ATTEMPT_COLS)
         reference_rows(client)
+        rollup.rebuild_stale(client, datetime(1970, 1, 1, tzinfo=UTC))  # as the workers do after facts and org versions
     finally:
         client.close()
     return isolated_settings

@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from pipelines.cli.export_cmd import register
 from pipelines.cli.report_cmd import report_app
 from pipelines.settings import Settings, reset_settings
 from sql.client import get_client
+from streams import rollup
 from tests.conftest import Endpoints
 from tests.integration._endpoint_process import EndpointProcess
 from tests.integration.pipeline import Pipeline
@@ -53,6 +55,7 @@ def warehouse(isolated_settings: Settings, monkeypatch: pytest.MonkeyPatch) -> I
                                                              "capacity_seconds", "rows"])
         client.insert("job_attempts", attempt_rows(), column_names=ATTEMPT_COLS)
         reference_rows(client)
+        rollup.rebuild_stale(client, datetime(1970, 1, 1, tzinfo=UTC))  # as the workers do after facts and org versions
     finally:
         client.close()
     monkeypatch.setenv("GPULEDGER_CLICKHOUSE_URL", isolated_settings.clickhouse_endpoint_url)

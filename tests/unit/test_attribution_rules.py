@@ -10,10 +10,10 @@ import pytest
 from pipelines import events as ev
 from pipelines.settings import Settings
 from streams.attribution.attempts import Checkpoint, attempt_fact
-from streams.attribution.compute import SampleRow, compute_range
+from streams.attribution.compute import SampleRow, compute_range, fact_id
 from streams.attribution.resolve import SlotMeta, model_of, to_placement
-from streams.attribution.step import plan
-from streams.ingest.rows import rows_for
+from streams.attribution.step import CHUNK_S, MAX_NODES_PER_QUERY, NODE_SECONDS_PER_QUERY, Plan, groups, plan
+from streams.ingest.rows import as_rows, rows_for
 from streams.ingest.sink import Message, attempts_from_snapshots, decode_batch
 
 T0 = datetime(2026, 11, 2, 10, 0, tzinfo=UTC)
@@ -132,7 +132,8 @@ def test_rows_and_activity_from_a_batch() -> None:
                              "time": T0.isoformat(), "cluster": "c",
                              "data": alloc(start_time=T0 - timedelta(hours=2)).model_dump(mode="json")})
     tables, activity = rows_for([sample, placement])
-    assert tables["gpu_samples"][0]["gpu_model"] == "H100" and tables["gpu_samples"][0]["utilization"] == 0.4
+    [row] = as_rows(tables["gpu_samples"])  # type: ignore[arg-type]
+    assert row["gpu_model"] == "H100" and row["utilization"] == 0.4 and row["node"] == "n1"
     act = activity[("c", "n1")]
     assert act.min_time == T0 - timedelta(hours=2) and act.max_time == T0 and act.allocations
 
@@ -167,3 +168,26 @@ def test_windows_close_by_watermark_or_idle_and_late_activity_reopens_them() -> 
     assert plan(row, s, int(now * 1e9)) == (now + 300, now + 1860)  # late event: recompute from it
     row, now = _row(max_min=30, last_seq_age_s=10, closed=31, pending=0, dirty=5)
     assert plan(row, s, int(now * 1e9)) is None  # nothing new
+
+
+def test_groups_share_a_query_only_within_a_cluster_a_size_and_a_time_span() -> None:
+    def p(cluster: str, node: str, start: float, end: float) -> Plan:
+        return Plan(cluster, node, start, end, 2, 1)
+
+    many = [p("a", f"n{i:03d}", 0, 60) for i in range(MAX_NODES_PER_QUERY + 1)]
+    far = p("a", "late", 3 * CHUNK_S, 3 * CHUNK_S + 60)
+    other = p("b", "n000", 0, 60)
+    got = groups([far, other, *reversed(many)])
+    assert [len(g) for g in got] == [MAX_NODES_PER_QUERY, 1, 1, 1]
+    assert [g[0].node for g in got[1:]] == [f"n{MAX_NODES_PER_QUERY:03d}", "late", "n000"]
+    assert all(len({q.cluster for q in g}) == 1 for g in got)
+    backlog = [p("a", f"n{i:03d}", 0, CHUNK_S) for i in range(40)]  # a round of a backlog: by amount
+    sizes = [len(g) for g in groups(backlog)]
+    assert sum(sizes) == 40 and max(sizes) * CHUNK_S <= NODE_SECONDS_PER_QUERY
+
+
+def test_fact_ids_are_event_ids_of_the_natural_key() -> None:
+    expected = ev.event_id("fact", "c", "n1", 1_700_000_040.0, "GPU-a", "allocated", "slurm", "77", 2)
+    assert fact_id("c", "n1", 1_700_000_040, "GPU-a", "allocated", "slurm", "77", 2) == expected
+    assert fact_id("c", "n1", 1_700_000_040.0, "GPU-a", "allocated", "slurm", "77", 2) == expected
+    assert fact_id("c", "n1", 1_700_000_100.0, "GPU-a", "allocated", "slurm", "77", 2) != expected

@@ -1,0 +1,34 @@
+-- GPU-hours per owner group for [start, end): allocated, busy, failed (attempts that did not
+-- succeed), unobserved; unallocated and unavailable capacity as the rows __unallocated__ and
+-- __unavailable__. The group is chosen by {by}, a parameter, never spliced into the text.
+-- The facts-level form of gpu_hours.sql (every window read through resolved_facts): the reference
+-- that the hourly rollup's answer is compared with.
+SELECT
+    if(kind = 'allocated',
+       multiIf({by:String} = 'team', team,
+               {by:String} = 'business_unit', business_unit,
+               {by:String} = 'namespace', namespace,
+               {by:String} = 'account', account,
+               {by:String} = 'model', model,
+               {by:String} = 'job', logical_job,
+               {by:String} = 'node', toString(node),
+               {by:String} = 'gpu_model', toString(gpu_model),
+               {by:String} = 'failure_reason', failure_reason,
+               {by:String} = 'cluster', toString(cluster),
+               {by:String} = 'user', user,
+               {by:String} = 'queue', queue,
+               {by:String} = 'workload_kind', workload_kind,
+               'all'),
+       concat('__', kind, '__')) AS key,
+    sumIf(gpu_seconds, kind = 'allocated') / 3600 AS allocated_gpu_hours,
+    sumIf(busy_seconds, kind = 'allocated') / 3600 AS busy_gpu_hours,
+    sumIf(gpu_seconds, kind = 'allocated' AND outcome = 'failure') / 3600 AS failed_gpu_hours,
+    sumIf(unobserved_seconds, kind = 'allocated') / 3600 AS unobserved_gpu_hours,
+    (sumIf(gpu_seconds, kind = 'allocated') - sumIf(busy_seconds, kind = 'allocated')
+        - sumIf(unobserved_seconds, kind = 'allocated')) / 3600 AS idle_gpu_hours,
+    sum(gpu_seconds) / 3600 AS gpu_hours
+FROM resolved_facts
+WHERE window_start >= {start:DateTime64(3, 'UTC')} AND window_start < {end:DateTime64(3, 'UTC')}
+  AND ({cluster:String} = '' OR cluster = {cluster:String})
+GROUP BY key
+ORDER BY startsWith(key, '__'), gpu_hours DESC, key

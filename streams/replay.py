@@ -18,8 +18,8 @@ from streams.progress import CONSUMER_GROUP
 
 DERIVED_TABLES = (
     "gpu_usage_facts", "fact_windows", "gpu_usage_hourly", "attribution_progress", "node_activity",
-    "job_attempts", "gpu_samples", "raw_scheduler_allocations", "storage_samples", "checkpoints", "benchmark_runs",
-    "org_mappings", "pricing_rates", "pricing_shared", "dead_letters",
+    "node_activity_summary", "job_attempts", "gpu_samples", "raw_scheduler_allocations", "storage_samples",
+    "checkpoints", "benchmark_runs", "org_mappings", "pricing_rates", "pricing_shared", "dead_letters",
 )
 FACT_TABLES = ("gpu_usage_facts", "fact_windows", "gpu_usage_hourly", "attribution_progress", "job_attempts")
 

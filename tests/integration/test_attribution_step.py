@@ -5,17 +5,18 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from bench.load import CLUSTER, GPUS_PER_NODE, Load, encode
 from infra.services import apply_migrations
 from pipelines.settings import Settings
+from sql import load_query
 from streams.attribution import step
 from streams.attribution.compute import compute_range
 from streams.ingest.sink import Message, write_batch
-from streams.store import Warehouse, to_utc
+from streams.store import Warehouse, as_utc, to_utc
 
 pytestmark = pytest.mark.integration
 
@@ -84,3 +85,33 @@ def test_a_redelivered_sample_recomputes_its_node_from_its_time(warehouse: Wareh
     report = step.run_step(warehouse, isolated_settings, lambda cluster, node: True)
     assert report.nodes == 1  # only the node with new activity
     assert report.windows == 120  # recomputed from the dirty time (its first sample) to the end
+
+
+def test_due_nodes_read_only_the_activity_after_progress(warehouse: Warehouse) -> None:
+    """A long-running deployment: 100,000 processed activity rows of a node stay unread."""
+    t = datetime(2026, 11, 1, tzinfo=UTC)
+    processed = 100_000
+    warehouse.insert("node_activity", [{"cluster": "c", "node": "n1", "min_time": t, "max_time": t + timedelta(hours=1),
+                                        "allocations": False, "seq": seq} for seq in range(1, processed + 1)])
+    warehouse.insert("attribution_progress", [{"cluster": "c", "node": "n1", "closed_until": t + timedelta(hours=1),
+                                               "processed_seq": processed, "version": 1}])
+    warehouse.insert("node_activity", [{"cluster": "c", "node": "n1", "min_time": t + timedelta(minutes=30),
+                                        "max_time": t + timedelta(hours=2), "allocations": True, "seq": processed + 1}])
+
+    def due() -> tuple[list[tuple[object, ...]], int]:
+        result = warehouse.client.query(load_query("attribution_pending"))
+        rows = sorted(tuple(as_utc(v) if isinstance(v, datetime) else v for v in r) for r in result.result_rows)
+        return rows, int(result.summary["read_rows"])
+
+    rows, read = due()
+    n1 = ("c", "n1", t, t + timedelta(hours=2), processed + 1, 1, t + timedelta(minutes=30), t + timedelta(hours=1),
+          processed)
+    assert rows == [n1]
+    assert read < 1_000  # not the 100,000 processed rows
+    # a node never computed yet: all of its activity is pending (and, until it is computed, every
+    # node's activity is read once per step)
+    warehouse.insert("node_activity", [{"cluster": "c", "node": "n2", "min_time": t, "max_time": t,
+                                        "allocations": False, "seq": processed + 2}])
+    rows, read = due()
+    assert rows == [n1, ("c", "n2", t, t, processed + 2, 1, t, datetime(1970, 1, 1, tzinfo=UTC), 0)]
+    assert read > processed

@@ -95,6 +95,11 @@ def _start(settings: Settings, home: Path, count: int, first_index: int) -> list
     return [Worker(settings, home / f"worker-{i}.log", i) for i in range(first_index, first_index + count)]
 
 
+def _stop(workers: list[Worker]) -> None:
+    for w in workers:
+        w.stop()
+
+
 def _rss(workers: list[Worker]) -> float:
     """The largest worker's resident size (each worker is its own process)."""
     return round(max(w.rss_mib() for w in workers), 1)
@@ -138,8 +143,7 @@ def _stream_phases(settings: Settings, sizes: Sizes, home: Path, say: Say,
         out.update(fresh.measure(settings, paced, sizes.fresh_rate, sizes.fresh_seconds))
         _reflect(settings, sizes.reflect_timeout_s)
     finally:
-        for w in workers:
-            w.stop()
+        _stop(workers)
     say(f"replay: truncate, rewind, time {count} new worker(s) from offset 0")
     replay.truncate(settings)
     replay.rewind(settings)
@@ -150,8 +154,7 @@ def _stream_phases(settings: Settings, sizes: Sizes, home: Path, say: Say,
         _reflect(settings, sizes.reflect_timeout_s)
         elapsed = time.perf_counter() - began
     finally:
-        for w in workers:
-            w.stop()
+        _stop(workers)
     out.update(replay_gpu_samples=all_samples, replay_s=round(elapsed, 2),
                replay_samples_per_s=round(all_samples / elapsed, 1))
     return out

@@ -70,6 +70,17 @@ def partition_of(key: bytes, partitions: int) -> int:
     return (murmur2(key) & 0x7FFFFFFF) % partitions
 
 
+class _Lane:
+    """One thread with its own warehouse client: what runs there never waits for another lane."""
+
+    def __init__(self, name: str, settings: Settings) -> None:
+        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
+        self.warehouse = Warehouse(settings)
+
+    async def run(self, fn: Any, *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
+
+
 def create_app(settings: Settings) -> faust.App:
     app = faust.App(
         settings.topic_prefix + CONSUMER_GROUP,
@@ -89,10 +100,8 @@ def create_app(settings: Settings) -> faust.App:
         stream_buffer_maxsize=BATCH_MAX,
         consumer_max_fetch_size=256 * 1024,
     )
-    executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sink")
-    warehouse = Warehouse(settings)
-    attribution_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="attribution")
-    attribution_warehouse = Warehouse(settings)
+    sink, attribution = _Lane("sink", settings), _Lane("attribution", settings)
+    warehouse = sink.warehouse
     dlq_producer: list[EventProducer] = []
 
     def publish_dead_letters(letters: list[ev.DeadLetter]) -> None:
@@ -109,14 +118,11 @@ def create_app(settings: Settings) -> faust.App:
         if not message.topic.endswith(".dlq"):
             publish_dead_letters([letter])
 
-    async def in_warehouse_thread(fn: Any, *args: Any) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(executor, fn, *args)
-
     for topic in DATA_TOPICS:
-        _register_sink(app, topic.name, physical_name(topic, settings), in_warehouse_thread,
+        _register_sink(app, topic.name, physical_name(topic, settings), sink.run,
                        functools.partial(write_batch, warehouse, publish_dead_letters=publish_dead_letters),
                        quarantine)
-        _register_sink(app, topic.dlq, physical_name(topic, settings, dlq=True), in_warehouse_thread,
+        _register_sink(app, topic.dlq, physical_name(topic, settings, dlq=True), sink.run,
                        functools.partial(write_dead_letters, warehouse), quarantine)
 
     metrics_topic = physical_name(GPU_METRICS, settings)
@@ -128,8 +134,7 @@ def create_app(settings: Settings) -> faust.App:
     @app.timer(interval=STEP_INTERVAL_S)
     async def attribution_timer() -> None:
         try:
-            report = await asyncio.get_running_loop().run_in_executor(
-                attribution_executor, run_step, attribution_warehouse, settings, owns)
+            report = await attribution.run(run_step, attribution.warehouse, settings, owns)
             if report.facts:
                 release_free_memory()
         except Exception:  # a failed step is retried on the next tick; facts are idempotent

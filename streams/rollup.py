@@ -26,23 +26,19 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from clickhouse_connect.driver.client import Client
 
 from sql import load_query
+from sql.values import as_utc
 
 Written = tuple[str, str, datetime, datetime]  # (cluster, node, start, end) of one facts write
 Batch = tuple[str, list[str], datetime, datetime]  # (cluster, nodes, hour_start, hour_end) of one rebuild
 
 HOUR = timedelta(hours=1)
 CHUNK = timedelta(days=1)  # rebuild_since writes at most this much per INSERT, to bound its memory
-
-
-def as_utc(t: datetime) -> datetime:
-    """``t`` as an aware UTC time (a naive ``t``, as the client may return, is taken as UTC)."""
-    return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
 
 
 def floor_hour(t: datetime) -> datetime:

@@ -31,6 +31,7 @@ from pipelines.events import AllocationData
 from pipelines.settings import Settings
 from sql import load_query
 from sql.client import get_client
+from sql.values import as_utc
 from streams import rollup
 from streams.attribution.attempts import AttemptFact, Checkpoint
 from streams.attribution.compute import SampleColumns
@@ -140,10 +141,6 @@ class Warehouse:
             out.setdefault(str(node), []).append(AllocationData.model_validate(orjson.loads(payload)))
         return out
 
-    def write_facts(self, cluster: str, node: str, windows: Sequence[datetime], window_s: int,
-                    facts: list[dict[str, Any]], closed_until: datetime, processed_seq: int) -> None:
-        self.write_fact_batch([NodeFacts(cluster, node, windows, facts, closed_until, processed_seq)])
-
     def write_fact_batch(self, batch: Sequence[NodeFacts]) -> None:
         """Facts, every window's capacity row, the hours' rollup, then progress, for many nodes at once.
 
@@ -195,11 +192,6 @@ def _attempt_row(cluster: str, f: AttemptFact, version: int) -> dict[str, Any]:
     row["cluster"] = cluster
     row["version"] = version
     return row
-
-
-def as_utc(value: datetime) -> datetime:
-    """ClickHouse DateTime64(…, 'UTC') values as aware UTC datetimes, whatever the client returned."""
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 def to_utc(seconds: float) -> datetime:

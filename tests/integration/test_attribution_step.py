@@ -13,10 +13,11 @@ from bench.load import CLUSTER, GPUS_PER_NODE, Load, encode
 from infra.services import apply_migrations
 from pipelines.settings import Settings
 from sql import load_query
+from sql.values import as_utc
 from streams.attribution import step
 from streams.attribution.compute import compute_range
 from streams.ingest.sink import Message, write_batch
-from streams.store import Warehouse, as_utc, to_utc
+from streams.store import Warehouse, to_utc
 
 pytestmark = pytest.mark.integration
 

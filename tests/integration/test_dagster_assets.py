@@ -206,10 +206,10 @@ def _checks_for(checks: list[dg.AssetChecksDefinition],
     return [c for c in checks if any(spec.asset_key in keys for spec in c.check_specs)]
 
 
-@pytest.fixture
-def warehouse(isolated_settings: Settings) -> Settings:
-    apply_migrations(isolated_settings)
-    client = get_client(isolated_settings)
+def load_fixture_rows(settings: Settings) -> None:
+    """Three days of facts (with their rollup hours), attempts and reference data, into a migrated database."""
+    apply_migrations(settings)
+    client = get_client(settings)
     try:
         facts, windows = fact_rows()
         client.insert("gpu_usage_facts", facts, column_names=FACT_COLS)
@@ -220,6 +220,11 @@ def warehouse(isolated_settings: Settings) -> Settings:
         rollup.rebuild_stale(client, datetime(1970, 1, 1, tzinfo=UTC))  # as the workers do after facts and org versions
     finally:
         client.close()
+
+
+@pytest.fixture
+def warehouse(isolated_settings: Settings) -> Settings:
+    load_fixture_rows(isolated_settings)
     return isolated_settings
 
 

@@ -13,7 +13,7 @@ from infra.services import apply_migrations
 from pipelines.settings import Settings
 from sql import load_query
 from sql.client import get_client
-from streams.store import Warehouse
+from streams.store import NodeFacts, Warehouse
 
 pytestmark = pytest.mark.integration
 
@@ -35,6 +35,11 @@ def fact(window: int, job: str, seconds: float, **owner: Any) -> dict[str, Any]:
 def mapping(effective: datetime, kind: str, key: str, value: str) -> dict[str, Any]:
     return {"event_id": f"{effective:%H%M}-{kind}-{key}", "cluster": "c", "effective_from": effective,
             "kind": kind, "key": key, "value": value}
+
+
+def write(wh: Warehouse, windows: list[datetime], facts: list[dict[str, Any]]) -> None:
+    """One facts write of node n1, as the attribution step makes it."""
+    wh.write_fact_batch([NodeFacts("c", "n1", windows, facts, T0, 0)])
 
 
 @pytest.fixture
@@ -63,7 +68,7 @@ def test_team_and_business_unit_resolution_with_effective_dating(wh: Warehouse, 
             fact(window, "by-account", 20, scheduler="slurm", account="acct-b"),
             fact(window, "nobody", 10, namespace="ns-unknown"),
         ]
-        wh.write_facts("c", "n1", [T0 + timedelta(minutes=window)], 60, facts, T0, 0)
+        write(wh, [T0 + timedelta(minutes=window)], facts)
     wh.insert("org_mappings", [
         mapping(T0, "namespace_team", "ns-a", "llm"), mapping(T0, "account_team", "acct-b", "search"),
         mapping(T0, "team_business_unit", "llm", "research"), mapping(T0, "team_business_unit", "vision", "research"),
@@ -84,10 +89,9 @@ def test_team_and_business_unit_resolution_with_effective_dating(wh: Warehouse, 
 
 def test_a_window_written_again_replaces_its_facts_whole(wh: Warehouse, isolated_settings: Settings) -> None:
     window = T0 + timedelta(minutes=5)
-    wh.write_facts("c", "n1", [window], 60, [fact(5, "first", 60, team_label="a")], T0, 0)
+    write(wh, [window], [fact(5, "first", 60, team_label="a")])
     assert report(isolated_settings, "team") == {"a": 60.0}
     # a correction: the same window, now owned by another job only; the old row must vanish
-    wh.write_facts("c", "n1", [window], 60, [fact(5, "second", 45, team_label="b"),
-                                             {**fact(5, "x", 15), "kind": "unallocated", "job_id": "",
-                                              "fact_id": "u"}], T0, 0)
+    write(wh, [window], [fact(5, "second", 45, team_label="b"),
+                         {**fact(5, "x", 15), "kind": "unallocated", "job_id": "", "fact_id": "u"}])
     assert report(isolated_settings, "team") == {"b": 45.0, "__unallocated__": 0.0}

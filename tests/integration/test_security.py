@@ -14,7 +14,6 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -24,16 +23,15 @@ from typer.testing import CliRunner
 
 from bench.load import Load, encode, publish
 from dagster_project.defs.exports.files import read
-from infra.services import apply_migrations, endpoint_service
+from infra.services import endpoint_service
 from pipelines.cli.export_cmd import register
 from pipelines.cli.report_cmd import report_app
 from pipelines.settings import Settings, reset_settings
 from sql.client import get_client
-from streams import rollup
 from tests.conftest import Endpoints
 from tests.integration._endpoint_process import EndpointProcess
 from tests.integration.pipeline import Pipeline
-from tests.integration.test_dagster_assets import ATTEMPT_COLS, FACT_COLS, attempt_rows, fact_rows, reference_rows
+from tests.integration.test_dagster_assets import load_fixture_rows
 
 pytestmark = pytest.mark.integration
 
@@ -46,18 +44,7 @@ INJECTIONS = ["x' OR 1=1 --", "c1' OR '1'='1", "c1'; DROP TABLE gpu_usage_facts;
 @pytest.fixture
 def warehouse(isolated_settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Iterator[Settings]:
     """Three days of facts, attempts and reference data (the Dagster test's fixture rows)."""
-    apply_migrations(isolated_settings)
-    client = get_client(isolated_settings)
-    try:
-        facts, windows = fact_rows()
-        client.insert("gpu_usage_facts", facts, column_names=FACT_COLS)
-        client.insert("fact_windows", windows, column_names=["cluster", "node", "window_start", "version",
-                                                             "capacity_seconds", "rows"])
-        client.insert("job_attempts", attempt_rows(), column_names=ATTEMPT_COLS)
-        reference_rows(client)
-        rollup.rebuild_stale(client, datetime(1970, 1, 1, tzinfo=UTC))  # as the workers do after facts and org versions
-    finally:
-        client.close()
+    load_fixture_rows(isolated_settings)
     monkeypatch.setenv("GPULEDGER_CLICKHOUSE_URL", isolated_settings.clickhouse_endpoint_url)
     monkeypatch.setenv("GPULEDGER_CLICKHOUSE_DATABASE", isolated_settings.clickhouse_database)
     reset_settings()

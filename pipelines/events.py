@@ -126,22 +126,50 @@ class GpuRequest(_Model):
 
     @property
     def gpu_equivalents(self) -> float:
-        """Whole-GPU equivalents: MIG g/7 of a GPU, a time-sliced replica 1/N."""
+        """Whole-GPU equivalents: MIG g/S of a GPU, a time-sliced replica 1/N."""
         if self.kind == "mig":
-            return self.count * mig_fraction(self.profile)
+            return self.count * mig_fraction(self.profile, self.gpu_type)
         if self.kind == "shared":
-            return self.count / (self.replicas or 1)
+            return self.count / (self.replicas or DEFAULT_REPLICAS)
         return float(self.count)
 
 
-def mig_fraction(profile: str | None) -> float:
-    """Compute share of a MIG profile ``<g>g.<mem>gb`` (optionally ``+me``): g/7."""
+DEFAULT_REPLICAS = 4  # time-slicing replicas per GPU when no source states them (docs/ATTRIBUTION.md)
+# Compute slices of a MIG-capable GPU by model family (NVIDIA MIG user guide): 7 on A100, H100,
+# H200, B200; 4 on A30. Profiles that exist only on an A30 name it when the model is not known.
+MIG_SLICES = {"A30": 4}
+DEFAULT_MIG_SLICES = 7
+_A30_PROFILES = frozenset({"1g.6gb", "2g.12gb", "4g.24gb"})
+
+
+def mig_slices(profile: str | None, model: str | None = None) -> int:
+    """Compute slices of the GPU a MIG instance of ``profile`` lives on (``model``: short key or modelName)."""
+    if model:
+        from pipelines.gpu_models import model_key
+
+        key = model_key(model)
+        if key in MIG_SLICES:
+            return MIG_SLICES[key]
+        if key != "unknown":
+            return DEFAULT_MIG_SLICES
+    base = (profile or "").split("+", 1)[0].lower()
+    return MIG_SLICES["A30"] if base in _A30_PROFILES else DEFAULT_MIG_SLICES
+
+
+def mig_fraction(profile: str | None, model: str | None = None) -> float:
+    """Compute share of a MIG profile ``<g>g.<mem>gb`` (optionally ``+me``): g/S, S the model's slices."""
     if not profile or "g." not in profile:
         raise ValueError(f"not a MIG profile: {profile!r}")
     slices = int(profile.split("g.", 1)[0])
-    if not 1 <= slices <= 7:
-        raise ValueError(f"MIG profile with {slices} compute slices: {profile!r}")
-    return slices / 7.0
+    total = mig_slices(profile, model)
+    if not 1 <= slices <= total:
+        raise ValueError(f"MIG profile with {slices} compute slices on a {total}-slice GPU: {profile!r}")
+    return slices / float(total)
+
+
+def is_replica_id(device_id: str) -> bool:
+    """A time-sliced replica as the device plugin names it: ``<GPU id>::<k>``."""
+    return "::" in device_id
 
 
 class Owner(_Model):
@@ -173,6 +201,12 @@ class AllocationData(_Model):
     gpus: list[GpuRequest] = Field(default_factory=list)  # held on this node
     device_ids: list[str] = Field(default_factory=list)  # "GPU-<uuid>", "MIG-<uuid>", "<id>::<replica>"
     gpu_indices: list[int] = Field(default_factory=list)  # Slurm gres_detail IDX
+    # Kubernetes pod metadata.uid: a pod re-created under the same name (StatefulSet) is another
+    # placement, whatever attempt number a restarted collector gives it (part of event ids too)
+    uid: str | None = None
+    # other ids GPU-metrics labels may carry for this job: the unique SLURM_JOB_ID of an array
+    # task ``<array>_<task>`` (dcgm-exporter's ``hpc_job``)
+    aliases: list[str] = Field(default_factory=list)
     owner: Owner = Field(default_factory=Owner)
     outcome: Outcome | None = None  # set when state == "ended"
     failure_reason: FailureReason | None = None
@@ -181,7 +215,25 @@ class AllocationData(_Model):
     scheduler_state: str | None = None  # the scheduler's own words: "OOMKilled", "NODE_FAIL", …
 
     @property
+    def time_sliced(self) -> bool:
+        """Device ids name time-sliced replicas (``GPU-<uuid>::<k>``): with the GPU Operator's default
+        ``renameByDefault: false`` the pod asks for plain ``nvidia.com/gpu`` and holds replicas."""
+        return bool(self.device_ids) and all(is_replica_id(d) for d in self.device_ids)
+
+    @property
+    def replicas(self) -> int:
+        for req in self.gpus:
+            if req.kind == "shared" and req.replicas:
+                return req.replicas
+        return DEFAULT_REPLICAS
+
+    @property
     def gpu_equivalents(self) -> float:
+        """Whole-GPU equivalents held on this node; a plain ``gpu`` request served by replica ids is
+        ``count / replicas``."""
+        if self.time_sliced:
+            return sum(r.count / self.replicas if r.kind in ("gpu", "shared") else r.gpu_equivalents
+                       for r in self.gpus)
         return sum(r.gpu_equivalents for r in self.gpus)
 
     @model_validator(mode="after")
@@ -197,6 +249,9 @@ class AllocationData(_Model):
             raise ValueError("end_time before start_time")
         if self.outcome == "failure" and self.failure_reason is None:
             raise ValueError("a failed attempt needs a failure_reason")
+        for req in self.gpus:
+            if req.kind == "mig":  # an unknown profile would stop attribution of the whole node
+                mig_fraction(req.profile, req.gpu_type)
         return self
 
 
@@ -204,8 +259,10 @@ class NodeStateData(_Model):
     """A node drained, down or back up (Slurm node state, Kubernetes node conditions/cordon)."""
 
     node: str
-    state: Literal["up", "drained", "down"]
+    state: Literal["up", "drained", "down"]  # NotReady and cordoned Kubernetes nodes are "down"/"drained"
     reason: str | None = None
+    gpus: int | None = Field(default=None, ge=0)  # physical GPUs: allocatable nvidia.com/gpu or gres count
+    gpu_model: str | None = None  # short key or modelName, when the source states it
 
 
 # --------------------------------------------------------------------------------------------

@@ -33,8 +33,9 @@ from sql import load_query
 from sql.client import get_client
 from sql.values import as_utc
 from streams import rollup
-from streams.attribution.attempts import AttemptFact, Checkpoint
-from streams.attribution.compute import SampleColumns
+from streams.attribution.attempts import AttemptFact, Checkpoint, end_superseded, next_starts
+from streams.attribution.compute import InventoryGpu, NodeInputs, NodeState, SampleColumns
+from streams.attribution.core import Conflict
 
 log = logging.getLogger(__name__)
 RETRIES = 6
@@ -50,6 +51,8 @@ class NodeFacts:
     facts: list[dict[str, Any]]
     closed_until: datetime
     processed_seq: int
+    # per window start: the node's physical GPUs and the claims beyond them
+    inventory: dict[datetime, tuple[float, list[Conflict]]] | None = None
 
 
 def now_seq() -> int:
@@ -133,12 +136,40 @@ class Warehouse:
 
     def placements(self, cluster: str, nodes: Sequence[str], start: datetime,
                    end: datetime) -> dict[str, list[AllocationData]]:
-        """The latest snapshot of every placement on ``nodes`` that overlaps [start, end), per node."""
+        """The latest snapshot of every placement on ``nodes`` that overlaps [start, end), per node;
+        one without an end record ends where a later attempt of its job started."""
         params = {"cluster": cluster, "nodes": list(nodes), "start": start, "end": end}
         rows = self.query("attribution_placements", params)
         out: dict[str, list[AllocationData]] = {}
-        for node, payload in rows:
-            out.setdefault(str(node), []).append(AllocationData.model_validate(orjson.loads(payload)))
+        loaded = [(str(node), AllocationData.model_validate(orjson.loads(payload))) for node, payload in rows]
+        open_jobs = sorted({p.job_id for _, p in loaded if p.end_time is None})
+        later = {}
+        if open_jobs:
+            starts = self.query("attribution_attempt_starts", {"cluster": cluster, "jobs": open_jobs})
+            later = next_starts((str(sch), str(job), int(att), as_utc(t)) for sch, job, att, t in starts)
+        for node, p in loaded:
+            p = end_superseded(p, later.get((p.scheduler, p.job_id, p.attempt)))
+            if p.end_time is None or p.end_time > start:
+                out.setdefault(node, []).append(p)
+        return out
+
+    def node_inputs(self, cluster: str, nodes: Sequence[str], start: datetime, end: datetime,
+                    loaded: datetime, horizon_s: float) -> dict[str, NodeInputs]:
+        """Per node: the GPUs it reported within ``horizon_s`` before ``start`` (state before ``loaded``,
+        the first loaded sample time), and its drained/down/up states up to ``end``."""
+        since = datetime.fromtimestamp(start.timestamp() - horizon_s, tz=UTC)
+        inv = self.query("attribution_inventory", {"cluster": cluster, "nodes": list(nodes), "since": since,
+                                                   "end": end, "loaded": loaded})
+        out: dict[str, NodeInputs] = {n: NodeInputs([], []) for n in nodes}
+        for node, uuid, index, model, first_ms, last_ms, fatal_ms, clear_ms in inv:
+            down = fatal_ms / 1000 if fatal_ms and fatal_ms > (clear_ms or 0) else None
+            out[str(node)].inventory.append(  # type: ignore[attr-defined]
+                InventoryGpu(str(uuid), index, str(model), first_ms / 1000, last_ms / 1000, down))
+        for node, time_ms, payload in self.query("attribution_node_states",
+                                                 {"cluster": cluster, "nodes": list(nodes), "end": end}):
+            data = orjson.loads(payload)
+            out[str(node)].states.append(  # type: ignore[attr-defined]
+                NodeState(time_ms / 1000, str(data["state"]), data.get("gpus"), data.get("gpu_model")))
         return out
 
     def write_fact_batch(self, batch: Sequence[NodeFacts]) -> None:
@@ -153,6 +184,7 @@ class Warehouse:
         facts: list[dict[str, Any]] = []
         windows: list[dict[str, Any]] = []
         progress: list[dict[str, Any]] = []
+        conflicts: list[dict[str, Any]] = []
         for item in batch:
             per_window: dict[datetime, float] = {w: 0.0 for w in item.windows}
             counts: dict[datetime, int] = {w: 0 for w in item.windows}
@@ -161,12 +193,21 @@ class Warehouse:
                 per_window[f["window_start"]] = per_window.get(f["window_start"], 0.0) + float(f["gpu_seconds"])
                 counts[f["window_start"]] = counts.get(f["window_start"], 0) + 1
             facts.extend(item.facts)
-            windows.extend({"cluster": item.cluster, "node": item.node, "window_start": w, "version": version,
-                            "capacity_seconds": per_window[w], "rows": counts[w]} for w in sorted(per_window))
+            inventory = item.inventory or {}
+            for w in sorted(per_window):
+                physical, found = inventory.get(w, (0.0, []))
+                windows.append({"cluster": item.cluster, "node": item.node, "window_start": w, "version": version,
+                                "capacity_seconds": per_window[w], "rows": counts[w], "physical_gpus": physical,
+                                "conflict_seconds": sum(c.claimed_seconds - c.capacity_seconds for c in found)})
+                conflicts.extend({"cluster": item.cluster, "node": item.node, "window_start": w, "version": version,
+                                  "gpu_uuid": c.gpu_uuid, "claimed_seconds": c.claimed_seconds,
+                                  "capacity_seconds": c.capacity_seconds, "owners": list(c.owners)} for c in found)
             progress.append({"cluster": item.cluster, "node": item.node, "closed_until": item.closed_until,
                              "processed_seq": item.processed_seq, "version": version})
         self.insert("gpu_usage_facts", facts)
         self.insert("fact_windows", windows)
+        if conflicts:
+            self.insert("attribution_conflicts", conflicts)
         written = [(item.cluster, item.node, *rollup.window_hours(item.windows)) for item in batch if item.windows]
         self._retry("rebuild of the hourly rollup", lambda: rollup.rebuild_written(self.client, written))
         self.insert("attribution_progress", progress)

@@ -4,11 +4,15 @@ An attempt is one run of a logical job (docs/ATTRIBUTION.md "Attempts and failur
 placements (one per node) carry the same times and outcome; the attempt's GPU-seconds are the sum
 over its placements of GPU equivalents × held time. Lost work: with a completed checkpoint
 (``finished``) inside the attempt, only the GPU-seconds after the last one are lost.
+
+An attempt without an end record ends when a later attempt of the same job starts
+(:func:`end_superseded`): a requeue whose first record ``sacct`` never returned, a retry seen after
+a collector restart. It ends in failure (``unknown``): its GPU-seconds are failure waste.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -55,6 +59,34 @@ class AttemptFact:
 
 
 _STATE_RANK = {"pending": 0, "running": 1, "ended": 2}
+SUPERSEDED = "superseded"  # scheduler_state of an attempt ended by the start of a later one
+
+AttemptKey = tuple[str, str, int]  # scheduler, job id, attempt
+
+
+def next_starts(starts: Iterable[tuple[str, str, int, datetime]]) -> dict[AttemptKey, datetime]:
+    """Per attempt, the earliest start of any later attempt of the same job."""
+    by_job: dict[tuple[str, str], dict[int, datetime]] = {}
+    for scheduler, job_id, attempt, start in starts:
+        job = by_job.setdefault((scheduler, job_id), {})
+        job[attempt] = min(start, job.get(attempt, start))
+    out: dict[AttemptKey, datetime] = {}
+    for (scheduler, job_id), attempts in by_job.items():
+        later: datetime | None = None
+        for attempt in sorted(attempts, reverse=True):
+            if later is not None:
+                out[(scheduler, job_id, attempt)] = later
+            later = attempts[attempt] if later is None else min(later, attempts[attempt])
+    return out
+
+
+def end_superseded(p: AllocationData, next_start: datetime | None) -> AllocationData:
+    """``p`` ended at ``next_start`` when it has no end of its own and a later attempt started."""
+    if p.state == "ended" or next_start is None or p.start_time is None:
+        return p
+    return p.model_copy(update={"state": "ended", "end_time": max(next_start, p.start_time),
+                                "outcome": "failure", "failure_reason": "unknown",
+                                "scheduler_state": SUPERSEDED})
 
 
 def latest(snapshots: Sequence[tuple[datetime, AllocationData]]) -> AllocationData:

@@ -15,10 +15,72 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pipelines.events import AllocationData
-from streams.attribution.core import HOLD_INTERVALS, FactRow, GpuInfo, Series, attribute_window
+from streams.attribution.core import (
+    HOLD_INTERVALS,
+    Conflict,
+    FactRow,
+    GpuInfo,
+    NodeContext,
+    Series,
+    attribute_window_full,
+)
 from streams.attribution.resolve import SlotMeta, to_placement
 
 DEFAULT_INTERVAL_S = 30.0
+INVENTORY_HORIZON_S = 24 * 3600.0  # a GPU seen within this before a window is part of the node's capacity
+
+
+@dataclass(frozen=True)
+class InventoryGpu:
+    """A physical GPU the node reported recently (from the hourly inventory, not the loaded samples)."""
+
+    uuid: str
+    index: int | None
+    model: str
+    first_seen: float
+    last_seen: float
+    down_since: float | None = None  # its last sample before the loaded samples showed a fatal XID
+
+
+@dataclass(frozen=True)
+class NodeState:
+    time: float
+    state: str  # up | drained | down
+    gpus: int | None = None
+    model: str | None = None
+
+
+@dataclass
+class NodeInputs:
+    """What a node is, beyond the samples of the range: its recent GPUs and its states over time."""
+
+    inventory: Sequence[InventoryGpu] = ()
+    states: Sequence[NodeState] = ()  # ascending by time
+
+    def context(self, w0: float, w1: float) -> NodeContext:
+        declared: int | None = None
+        model = "unknown"
+        down: list[tuple[float, float]] = []
+        since: float | None = None
+        for st in self.states:
+            if st.time < w1 and st.gpus is not None:
+                declared, model = st.gpus, st.model or model
+            if st.state in ("drained", "down"):
+                since = st.time if since is None else since
+            elif since is not None:
+                down.append((since, st.time))
+                since = None
+        if since is not None:
+            down.append((since, float("inf")))
+        down = [(a, b) for a, b in down if a < w1 and b > w0]
+        prior = {g.uuid: g.down_since for g in self.inventory if g.down_since is not None}
+        return NodeContext(declared, model, tuple(down), prior)
+
+
+@dataclass
+class RangeResult:
+    facts: list[dict[str, object]]
+    windows: dict[float, tuple[float, list[Conflict]]]  # window start → (physical GPUs, conflicts)
 
 
 @dataclass(frozen=True)
@@ -111,12 +173,15 @@ def _window_view(slots: dict[str, _SlotData], w0: float, w1: float) -> tuple[lis
         hi = bisect.bisect_left(times, w1)
         if lo >= hi:
             continue
-        meta = SlotMeta(data.meta.uuid, data.meta.mig_instance, data.meta.mig_profile, data.meta.index)
-        for namespace, pod, hpc_job in data.labels[lo:hi]:
+        meta = SlotMeta(data.meta.uuid, data.meta.mig_instance, data.meta.mig_profile, data.meta.index,
+                        model=data.model)
+        for t, (namespace, pod, hpc_job) in zip(times[lo:hi], data.labels[lo:hi], strict=True):
             if namespace and pod:
                 meta.namespaces_pods.add((namespace, pod))
+                _seen(meta.label_times, f"{namespace}/{pod}", t)
             if hpc_job:
                 meta.hpc_jobs.add(hpc_job)
+                _seen(meta.label_times, hpc_job, t)
         metas[slot] = meta
         slots_of.setdefault(meta.uuid, []).append(slot)
         prev = gpus.get(meta.uuid)
@@ -125,31 +190,58 @@ def _window_view(slots: dict[str, _SlotData], w0: float, w1: float) -> tuple[lis
     return list(gpus.values()), metas, slots_of
 
 
+def _seen(times: dict[str, tuple[float, float]], key: str, t: float) -> None:
+    first, _ = times.get(key, (t, t))
+    times[key] = (first, t)
+
+
+def _with_inventory(gpus: list[GpuInfo], inventory: Sequence[InventoryGpu], w0: float, w1: float) -> list[GpuInfo]:
+    """The window's GPUs plus those the node reported recently and that stopped reporting."""
+    present = {g.uuid for g in gpus}
+    out = list(gpus)
+    for g in inventory:
+        if g.uuid not in present and g.first_seen < w1 and g.last_seen >= w0 - INVENTORY_HORIZON_S:
+            out.append(GpuInfo(g.uuid, g.index, g.model))
+            present.add(g.uuid)
+    return out
+
+
 def _epoch(t: datetime | None) -> float | None:
     return t.timestamp() if t is not None else None
 
 
 def compute_range(cluster: str, node: str, start: float, end: float, window_s: int,
                   samples: SampleColumns | Sequence[SampleRow],
-                  placements: Sequence[AllocationData]) -> list[dict[str, object]]:
+                  placements: Sequence[AllocationData], inputs: NodeInputs | None = None) -> list[dict[str, object]]:
     """Fact rows (as warehouse dicts) for every window of [start, end) on ``node``."""
+    return compute_range_full(cluster, node, start, end, window_s, samples, placements, inputs).facts
+
+
+def compute_range_full(cluster: str, node: str, start: float, end: float, window_s: int,
+                       samples: SampleColumns | Sequence[SampleRow], placements: Sequence[AllocationData],
+                       inputs: NodeInputs | None = None) -> RangeResult:
+    """Fact rows, and per window the node's physical GPUs and conflicts, for [start, end) on ``node``."""
+    inputs = inputs or NodeInputs()
     slots = _build_slots(samples)
     series = {slot: d.series for slot, d in slots.items()}
-    out: list[dict[str, object]] = []
+    result = RangeResult([], {})
     down_cache: dict[tuple[str, ...], list[tuple[float, float]]] = {}
     w0 = start
     while w0 < end:
         w1 = w0 + window_s
         gpus, metas, slots_of = _window_view(slots, w0, w1)
+        gpus = _with_inventory(gpus, inputs.inventory, w0, w1)
         active = [p for p in placements
                   if p.start_time is not None and _epoch(p.start_time) < w1  # type: ignore[operator]
                   and (p.end_time is None or _epoch(p.end_time) > w0)]  # type: ignore[operator]
         core_placements = [to_placement(p, _epoch(p.start_time) or w0, _epoch(p.end_time), metas) for p in active]
-        rows = attribute_window(node, w0, w1, gpus, core_placements, series, slots_of, down_cache)
+        window = attribute_window_full(node, w0, w1, gpus, core_placements, series, slots_of, down_cache,
+                                       inputs.context(w0, w1))
         window_start = datetime.fromtimestamp(w0, tz=UTC)
-        out.extend(fact_dict(cluster, w0, window_s, r, window_start) for r in rows)
+        result.facts.extend(fact_dict(cluster, w0, window_s, r, window_start) for r in window.rows)
+        result.windows[w0] = (window.physical_gpus, window.conflicts)
         w0 = w1
-    return out
+    return result
 
 
 def fact_dict(cluster: str, w0: float, window_s: int, r: FactRow,

@@ -10,15 +10,22 @@ conserve capacity exactly::
 How each rule of docs/ATTRIBUTION.md is applied here:
 
 * Allocation comes from placement intervals (exact to the millisecond), never from samples.
-* A binding is a placement's claim on one GPU: share 1 (whole GPU), g/7 (MIG instance) or 1/N
-  (time-sliced replica). Claims on a GPU that exceed its capacity at some instant (conflicting
-  scheduler data) are scaled down proportionally for that instant so conservation still holds.
+* A binding is a placement's claim on one GPU: share 1 (whole GPU), g/S (MIG instance, S the
+  model's slices) or 1/N (time-sliced replica). Claims on a GPU that exceed its capacity at some
+  instant (conflicting scheduler data) are scaled down proportionally for that instant so
+  conservation still holds, and reported as a :class:`Conflict`.
 * Busy = share × ∫ held utilisation over the binding's time in the window; a sample holds until the
   next one, at most ``HOLD_INTERVALS`` scrape intervals; time not covered is unobserved.
 * Placements whose GPUs no source names (``unbound``) take free capacity of the node's GPUs in
-  index order; their busy time is all unobserved.
-* Unavailable: a GPU showing a fatal XID from that sample until a sample shows it cleared; only
-  capacity no placement holds counts as unavailable (allocation wins).
+  index order, then the node-level slot of GPUs the node declares but no sample names; what
+  exceeds the node's physical GPUs is a conflict. Their busy time is all unobserved.
+* Unavailable: a GPU showing a fatal XID from that sample until a sample shows it cleared (also
+  when the XID sample came before the loaded range, ``Inventory.down_since``), and every GPU of a
+  drained or down node; only capacity no placement holds counts as unavailable (allocation wins).
+* Capacity is the physical inventory (:class:`NodeContext`): GPUs seen recently stay in capacity
+  when they stop reporting (unallocated and unobserved, or unavailable after a fatal XID).
+* Busy on a GPU nobody holds is kept on its unallocated row (a rogue process, or missing
+  scheduler data), with the unobserved time beside it.
 """
 
 from __future__ import annotations
@@ -105,6 +112,34 @@ class GpuInfo:
 
 
 @dataclass(frozen=True)
+class NodeContext:
+    """What the node is, beyond its samples: declared GPU count, drained/down intervals, and GPUs
+    whose last sample before the loaded range showed a fatal XID (uuid → time of that sample)."""
+
+    declared_gpus: int | None = None
+    declared_model: str = "unknown"
+    unavailable: tuple[tuple[float, float], ...] = ()  # node drained or down
+    down_since: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """Claims on one GPU (or the node-level slot) beyond its capacity in one window."""
+
+    gpu_uuid: str
+    claimed_seconds: float
+    capacity_seconds: float
+    owners: tuple[str, ...]
+
+
+@dataclass
+class WindowResult:
+    rows: list[FactRow]
+    physical_gpus: float
+    conflicts: list[Conflict]
+
+
+@dataclass(frozen=True)
 class FactRow:
     node: str
     gpu_uuid: str
@@ -117,11 +152,12 @@ class FactRow:
     unobserved_seconds: float = 0.0
 
 
-def down_intervals(series: Iterable[Series]) -> list[tuple[float, float]]:
-    """Fatal-XID intervals of one GPU from all its slots' samples (merged, ascending)."""
+def down_intervals(series: Iterable[Series], since: float | None = None) -> list[tuple[float, float]]:
+    """Fatal-XID intervals of one GPU from all its slots' samples (merged, ascending); ``since``: the
+    GPU was already down from that time (a fatal XID before the samples given)."""
     points = sorted((t, x) for s in series for t, x in zip(s.times, s.xids, strict=True) if x is not None)
     out: list[tuple[float, float]] = []
-    start: float | None = None
+    start: float | None = since
     for t, xid in points:
         if xid in FATAL_XIDS and start is None:
             start = t
@@ -137,12 +173,25 @@ def _clip(start: float, end: float | None, w0: float, w1: float) -> tuple[float,
     return max(start, w0), min(end if end is not None else w1, w1)
 
 
-def _gpu_segments(claims: list[tuple[int, float, float, float]], down: Sequence[tuple[float, float]],
-                  w0: float, w1: float) -> tuple[dict[int, float], float, float]:
-    """Sweep one GPU's window: allocated seconds per claim, unallocated and unavailable seconds.
+@dataclass
+class _Sweep:
+    """One GPU's window, swept: allocated seconds per claim and what nobody holds."""
 
-    ``claims`` are (claim index, share, start, end) already clipped to the window.
-    """
+    allocated: dict[int, float] = field(default_factory=dict)
+    unallocated: float = 0.0
+    unavailable: float = 0.0
+    free_spans: list[tuple[float, float]] = field(default_factory=list)  # nobody holds any of the GPU
+    claimed_over: float = 0.0  # claims beyond capacity (GPU-seconds)
+    over_claims: set[int] = field(default_factory=set)
+
+
+def _covered(intervals: Sequence[tuple[float, float]], t0: float, t1: float) -> bool:
+    return any(s <= t0 and e >= t1 for s, e in intervals)
+
+
+def _gpu_segments(claims: list[tuple[int, float, float, float]], down: Sequence[tuple[float, float]],
+                  w0: float, w1: float) -> _Sweep:
+    """Sweep one GPU's window. ``claims`` are (claim index, share, start, end) clipped to the window."""
     edges = {w0, w1}
     for _, _, s, e in claims:
         edges.update((s, e))
@@ -150,8 +199,7 @@ def _gpu_segments(claims: list[tuple[int, float, float, float]], down: Sequence[
         if s < w1 and e > w0:
             edges.update((max(s, w0), min(e, w1)))
     cuts = sorted(edges)
-    allocated: dict[int, float] = {}
-    unallocated = unavailable = 0.0
+    out = _Sweep()
     for t0, t1 in zip(cuts, cuts[1:], strict=False):
         dt = t1 - t0
         if dt <= 0:
@@ -159,14 +207,19 @@ def _gpu_segments(claims: list[tuple[int, float, float, float]], down: Sequence[
         active = [(k, share) for k, share, s, e in claims if s <= t0 and e >= t1]
         total = sum(share for _, share in active)
         scale = 1.0 / total if total > 1.0 else 1.0
+        if total > 1.0 + 1e-9:
+            out.claimed_over += (total - 1.0) * dt
+            out.over_claims.update(k for k, _ in active)
         for k, share in active:
-            allocated[k] = allocated.get(k, 0.0) + share * scale * dt
+            out.allocated[k] = out.allocated.get(k, 0.0) + share * scale * dt
         rest = dt * (1.0 - min(total, 1.0))
-        if any(s <= t0 and e >= t1 for s, e in down):
-            unavailable += rest
+        if _covered(down, t0, t1):
+            out.unavailable += rest
         else:
-            unallocated += rest
-    return allocated, unallocated, unavailable
+            out.unallocated += rest
+            if not active:
+                out.free_spans.append((t0, t1))
+    return out
 
 
 def attribute_window(
@@ -178,12 +231,29 @@ def attribute_window(
     series: dict[str, Series],
     slots_of_gpu: dict[str, list[str]] | None = None,
     down_cache: dict[tuple[str, ...], list[tuple[float, float]]] | None = None,
+    context: NodeContext | None = None,
 ) -> list[FactRow]:
-    """All fact rows of ``node`` for the window [w0, w1).
+    """All fact rows of ``node`` for the window [w0, w1) (see :func:`attribute_window_full`)."""
+    return attribute_window_full(node, w0, w1, gpus, placements, series, slots_of_gpu, down_cache, context).rows
+
+
+def attribute_window_full(
+    node: str,
+    w0: float,
+    w1: float,
+    gpus: Sequence[GpuInfo],
+    placements: Sequence[Placement],
+    series: dict[str, Series],
+    slots_of_gpu: dict[str, list[str]] | None = None,
+    down_cache: dict[tuple[str, ...], list[tuple[float, float]]] | None = None,
+    context: NodeContext | None = None,
+) -> WindowResult:
+    """Fact rows, physical GPUs and conflicts of ``node`` for the window [w0, w1).
 
     ``down_cache`` memoises fatal-XID intervals per set of slots across the windows of one range
     (the series are the same for every window, so are the intervals computed from them).
     """
+    ctx = context or NodeContext()
     slots_of_gpu = slots_of_gpu or {g.uuid: [g.uuid] for g in gpus}
     info = {g.uuid: g for g in gpus}
     # a fixed order makes the floating-point sums identical however the inputs arrived
@@ -194,7 +264,9 @@ def attribute_window(
             info.setdefault(b.uuid, GpuInfo(b.uuid, None, "unknown"))
     order = sorted(info.values(), key=lambda g: (g.index is None, g.index or 0, g.uuid))
     rows: list[FactRow] = []
+    conflicts: list[Conflict] = []
     free: dict[str, float] = {}
+    rogue: dict[str, tuple[float, float]] = {}  # busy, unobserved seconds of a GPU nobody holds
     for gpu in order:
         claims: list[tuple[int, float, float, float]] = []
         meta: list[tuple[Placement, Binding, float, float]] = []
@@ -204,15 +276,10 @@ def attribute_window(
                 if b.uuid == gpu.uuid and e > s:
                     claims.append((len(meta), b.share, s, e))
                     meta.append((p, b, s, e))
-        slots = tuple(s for s in slots_of_gpu.get(gpu.uuid, []) if s in series)
-        down = down_cache.get(slots) if down_cache is not None else None
-        if down is None:
-            down = down_intervals(series[s] for s in slots)
-            if down_cache is not None:
-                down_cache[slots] = down
-        allocated, unallocated, unavailable = _gpu_segments(claims, down, w0, w1)
+        down = _down_of(gpu.uuid, slots_of_gpu, series, down_cache, ctx)
+        sweep = _gpu_segments(claims, down, w0, w1)
         for k, (p, b, s, e) in enumerate(meta):
-            alloc = allocated.get(k, 0.0)
+            alloc = sweep.allocated.get(k, 0.0)
             busy = observed = 0.0
             if b.series is not None and b.series in series:
                 busy, observed = series[b.series].held_integral(s, e)
@@ -220,20 +287,106 @@ def attribute_window(
             unobserved = max(alloc - b.share * observed, 0.0)
             rows.append(FactRow(node, gpu.uuid, b.slot, gpu.model, "allocated", p.owner, alloc, busy_s,
                                 min(unobserved, alloc - busy_s)))
-        free[gpu.uuid] = unallocated
-        if unavailable > EPSILON_S:
-            rows.append(FactRow(node, gpu.uuid, gpu.uuid, gpu.model, "unavailable", None, unavailable))
-    rows.extend(_place_unbound(node, w0, w1, order, active, free))
+        if sweep.claimed_over > EPSILON_S:
+            owners = tuple(sorted({_owner_key(meta[k][0].owner) for k in sweep.over_claims}))
+            conflicts.append(Conflict(gpu.uuid, (w1 - w0) + sweep.claimed_over, w1 - w0, owners))
+        free[gpu.uuid] = sweep.unallocated
+        rogue[gpu.uuid] = _unheld_usage(series.get(gpu.uuid), sweep.free_spans)
+        if sweep.unavailable > EPSILON_S:
+            rows.append(FactRow(node, gpu.uuid, gpu.uuid, gpu.model, "unavailable", None, sweep.unavailable))
+    slot_gpus = max((ctx.declared_gpus or 0) - len(order), 0)
+    node_slot = _node_slot(w0, w1, slot_gpus, ctx, known=len(order))
+    placed, conflict = _place_unbound(node, w0, w1, order, active, free, node_slot, ctx.declared_model)
+    rows.extend(placed)
+    if conflict is not None:
+        conflicts.append(conflict)
     for gpu in order:
-        if free[gpu.uuid] > EPSILON_S:
-            rows.append(FactRow(node, gpu.uuid, gpu.uuid, gpu.model, "unallocated", None, free[gpu.uuid]))
-    return _merge(rows)
+        left = free[gpu.uuid]
+        if left > EPSILON_S:
+            busy, unobserved = rogue[gpu.uuid]
+            ratio = 1.0  # unbound placements took part of the free time: scale what was seen on it
+            total_free = left + sum(r.gpu_seconds for r in placed if r.gpu_uuid == gpu.uuid)
+            if total_free > 0:
+                ratio = left / total_free
+            rows.append(FactRow(node, gpu.uuid, gpu.uuid, gpu.model, "unallocated", None, left,
+                                min(busy * ratio, left), min(unobserved * ratio, left)))
+    physical = float(len(order) + slot_gpus)
+    if node_slot.unallocated > EPSILON_S:
+        rows.append(FactRow(node, NODE_SLOT, NODE_SLOT, ctx.declared_model, "unallocated", None,
+                            node_slot.unallocated, 0.0, node_slot.unallocated))
+    if node_slot.unavailable > EPSILON_S:
+        rows.append(FactRow(node, NODE_SLOT, NODE_SLOT, ctx.declared_model, "unavailable", None,
+                            node_slot.unavailable))
+    if node_slot.uncapped:
+        physical += node_slot.allocated_seconds / (w1 - w0)
+    return WindowResult(_merge(rows), physical, conflicts)
+
+
+def _owner_key(o: Owner) -> str:
+    return f"{o.scheduler}:{o.job_id}#{o.attempt}"
+
+
+def _down_of(uuid: str, slots_of_gpu: dict[str, list[str]], series: dict[str, Series],
+             down_cache: dict[tuple[str, ...], list[tuple[float, float]]] | None,
+             ctx: NodeContext) -> list[tuple[float, float]]:
+    """When a GPU is unavailable: its fatal-XID intervals, and the node's drained/down intervals."""
+    slots = tuple(s for s in slots_of_gpu.get(uuid, []) if s in series)
+    key = (uuid, *slots)
+    down = down_cache.get(key) if down_cache is not None else None
+    if down is None:
+        down = down_intervals((series[s] for s in slots), ctx.down_since.get(uuid))
+        if down_cache is not None:
+            down_cache[key] = down
+    return [*down, *ctx.unavailable] if ctx.unavailable else down
+
+
+def _unheld_usage(s: Series | None, spans: Sequence[tuple[float, float]]) -> tuple[float, float]:
+    """(busy, unobserved) seconds of a whole GPU over the spans nobody held any of it."""
+    busy = unobserved = 0.0
+    for a, b in spans:
+        got, observed = s.held_integral(a, b) if s is not None else (0.0, 0.0)
+        busy += got
+        unobserved += (b - a) - observed
+    return busy, unobserved
+
+
+@dataclass
+class _NodeSlot:
+    """GPUs the node declares beyond those its samples name: capacity without a GPU id."""
+
+    capacity: float  # GPU-seconds available to unbound placements (minus unavailable)
+    unavailable: float
+    uncapped: bool  # nothing is known of the node's GPUs: the slot holds what is claimed
+    unallocated: float = 0.0
+    allocated_seconds: float = 0.0
+
+
+def _node_slot(w0: float, w1: float, slot_gpus: int, ctx: NodeContext, known: int) -> _NodeSlot:
+    if ctx.declared_gpus is None and known == 0:  # no sample, no declaration: capacity is what is claimed
+        return _NodeSlot(0.0, 0.0, uncapped=True)
+    down = sum(max(min(e, w1) - max(s, w0), 0.0) for s, e in _merged(ctx.unavailable))
+    total = slot_gpus * (w1 - w0)
+    unavailable = slot_gpus * down
+    return _NodeSlot(total - unavailable, unavailable, uncapped=False)
+
+
+def _merged(intervals: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
+    out: list[tuple[float, float]] = []
+    for s, e in sorted(intervals):
+        if out and s <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], e))
+        else:
+            out.append((s, e))
+    return out
 
 
 def _place_unbound(node: str, w0: float, w1: float, order: Sequence[GpuInfo], active: Sequence[Placement],
-                   free: dict[str, float]) -> list[FactRow]:
-    """Give placements without GPU ids free capacity of the node's GPUs, in index order."""
+                   free: dict[str, float], slot: _NodeSlot,
+                   slot_model: str = "unknown") -> tuple[list[FactRow], Conflict | None]:
+    """Give placements without GPU ids free capacity of the node's GPUs, in index order, then the
+    node-level slot; claims beyond the node's physical GPUs are scaled down and reported."""
     rows: list[FactRow] = []
+    needs: list[tuple[Placement, float]] = []
     for p in sorted(active, key=lambda p: (p.start, p.owner.job_id, p.owner.attempt)):
         if p.unbound_gpus <= 0:
             continue
@@ -247,9 +400,22 @@ def _place_unbound(node: str, w0: float, w1: float, order: Sequence[GpuInfo], ac
                 free[gpu.uuid] -= take
                 need -= take
                 rows.append(FactRow(node, gpu.uuid, gpu.uuid, gpu.model, "allocated", p.owner, take, 0.0, take))
-        if need > 1e-9:  # more claimed than the node's known GPUs can hold: keep it, on the node slot
-            rows.append(FactRow(node, NODE_SLOT, NODE_SLOT, "unknown", "allocated", p.owner, need, 0.0, need))
-    return rows
+        if need > 1e-9:
+            needs.append((p, need))
+    total = sum(n for _, n in needs)
+    conflict = None
+    scale = 1.0
+    if not slot.uncapped:
+        if total > slot.capacity + EPSILON_S:
+            scale = slot.capacity / total if total > 0 else 0.0
+            conflict = Conflict(NODE_SLOT, total, slot.capacity, tuple(sorted({_owner_key(p.owner) for p, _ in needs})))
+        slot.unallocated = max(slot.capacity - total * scale, 0.0)
+    for p, need in needs:
+        got = need * scale
+        slot.allocated_seconds += got
+        if got > EPSILON_S:
+            rows.append(FactRow(node, NODE_SLOT, NODE_SLOT, slot_model, "allocated", p.owner, got, 0.0, got))
+    return rows, conflict
 
 
 def _merge(rows: list[FactRow]) -> list[FactRow]:

@@ -5,7 +5,8 @@ Which GPU a placement holds, in order of preference (docs/ATTRIBUTION.md "Which 
    ``<GPU uuid>::<replica>`` (time-sliced replica);
 2. Slurm GPU indices (``gres_detail``), mapped to UUIDs by the node's samples;
 3. dcgm-exporter mapping labels on the samples in the window: ``namespace``/``pod`` for Kubernetes,
-   ``hpc_job`` for Slurm;
+   ``hpc_job`` (the job id or one of its ``aliases``, e.g. an array task's SLURM_JOB_ID) for Slurm;
+   only labels seen while the placement ran count, and never more whole GPUs than it requested;
 4. otherwise the GPU equivalents stay unbound (counted exactly, busy unobserved).
 """
 
@@ -18,7 +19,6 @@ from dataclasses import dataclass, field
 from pipelines.events import AllocationData, mig_fraction
 from streams.attribution.core import Binding, Owner, Placement
 
-DEFAULT_REPLICAS = 4
 _MODEL_IN_COMMENT = re.compile(r"(?:^|[\s,;])model=([^\s,;]+)")
 
 
@@ -32,6 +32,10 @@ class SlotMeta:
     index: int | None = None
     namespaces_pods: set[tuple[str, str]] = field(default_factory=set)
     hpc_jobs: set[str] = field(default_factory=set)
+    model: str | None = None  # modelName of the GPU (MIG slices per model)
+    # first and last sample time of each label in the window ("<namespace>/<pod>", "<hpc_job>");
+    # a label without times counts for any placement (tests build metadata by hand)
+    label_times: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     @property
     def slot(self) -> str:
@@ -60,13 +64,6 @@ def model_of(data: AllocationData) -> str:
     return o.wckey or "unknown"
 
 
-def _replicas(data: AllocationData) -> int:
-    for req in data.gpus:
-        if req.kind == "shared" and req.replicas:
-            return req.replicas
-    return DEFAULT_REPLICAS
-
-
 def _mig_profile(data: AllocationData) -> str | None:
     for req in data.gpus:
         if req.kind == "mig" and req.profile:
@@ -79,7 +76,7 @@ def _from_device_ids(data: AllocationData, slots: dict[str, SlotMeta]) -> list[B
     for dev in data.device_ids:
         if "::" in dev:
             uuid, _, replica = dev.partition("::")
-            share = 1.0 / _replicas(data)
+            share = 1.0 / data.replicas
             bindings.append(Binding(uuid, share, uuid, f"{uuid}::{replica}"))
         elif dev.startswith("MIG-") and "/" in dev:
             uuid, _, inst = dev[4:].rpartition("/")
@@ -88,7 +85,8 @@ def _from_device_ids(data: AllocationData, slots: dict[str, SlotMeta]) -> list[B
             profile = profile or _mig_profile(data)
             if profile is None:
                 continue
-            bindings.append(Binding(uuid, mig_fraction(profile), slot, slot))
+            model = slots[slot].model if slot in slots else None
+            bindings.append(Binding(uuid, mig_fraction(profile, model or _gpu_type(data)), slot, slot))
         elif dev.startswith("MIG-"):
             continue  # a MIG instance UUID: no series names it; fall back to labels
         else:
@@ -101,19 +99,47 @@ def _from_indices(data: AllocationData, slots: dict[str, SlotMeta]) -> list[Bind
     return [Binding(by_index[i], 1.0, by_index[i], by_index[i]) for i in data.gpu_indices if i in by_index]
 
 
-def _from_labels(data: AllocationData, slots: dict[str, SlotMeta]) -> list[Binding]:
+def _gpu_type(data: AllocationData) -> str | None:
+    return next((r.gpu_type for r in data.gpus if r.gpu_type), None)
+
+
+def _seen_while_running(m: SlotMeta, key: str, start: float, end: float | None) -> bool:
+    times = m.label_times.get(key)
+    if times is None:
+        return True
+    first, last = times
+    return last >= start and (end is None or first < end)
+
+
+def _from_labels(data: AllocationData, slots: dict[str, SlotMeta], start: float = float("-inf"),
+                 end: float | None = None) -> list[Binding]:
+    """Slots whose mapping labels name the placement while it ran (labels of an earlier holder of the
+    same name do not count); at most the requested number of whole GPUs, freshest labels first."""
     out: list[Binding] = []
+    matches: list[tuple[SlotMeta, str]] = []
     if data.scheduler == "kubernetes":
         ns, _, pod = data.job_id.partition("/")
-        matches = [m for m in slots.values() if (ns, pod) in m.namespaces_pods]
+        matches = [(m, data.job_id) for m in slots.values() if (ns, pod) in m.namespaces_pods]
     else:
-        matches = [m for m in slots.values() if data.job_id in m.hpc_jobs]
-    for m in sorted(matches, key=lambda m: m.slot):
+        for m in slots.values():
+            key = next((j for j in (data.job_id, *data.aliases) if j in m.hpc_jobs), None)
+            if key is not None:
+                matches.append((m, key))
+    matches = [(m, k) for m, k in matches if _seen_while_running(m, k, start, end)]
+    shared = any(r.kind == "shared" for r in data.gpus) or data.time_sliced
+    whole = [m for m, _ in sorted(matches, key=lambda mk: mk[0].slot) if m.mig_instance is None]
+    wanted = sum(r.count for r in data.gpus if r.kind in ("gpu", "shared"))
+    if data.gpus and len(whole) > wanted:
+        fresh = {m.slot: m.label_times.get(k, (start, start))[0] >= start for m, k in matches}
+        whole = sorted(whole, key=lambda m: (not fresh[m.slot], m.slot))[:wanted]
+    for m, _ in sorted(matches, key=lambda mk: mk[0].slot):
         if m.mig_instance is not None:
             if m.mig_profile:
-                out.append(Binding(m.uuid, mig_fraction(m.mig_profile), m.slot, m.slot))
-        elif any(r.kind == "shared" for r in data.gpus):
-            out.append(Binding(m.uuid, 1.0 / _replicas(data), m.uuid, m.uuid + "::?"))
+                out.append(Binding(m.uuid, mig_fraction(m.mig_profile, m.model or _gpu_type(data)), m.slot, m.slot))
+        elif m not in whole:
+            continue
+        elif shared:
+            out.append(Binding(m.uuid, 1.0 / data.replicas, m.uuid, m.uuid + "::?"))
         else:
             out.append(Binding(m.uuid, 1.0, m.uuid, m.uuid))
     return out
@@ -126,7 +152,7 @@ def to_placement(data: AllocationData, start: float, end: float | None,
     if not bindings and data.gpu_indices:
         bindings = _from_indices(data, slots)
     if not bindings:
-        bindings = _from_labels(data, slots)
+        bindings = _from_labels(data, slots, start, end)
     bound = sum(b.share for b in bindings)
     unbound = max(data.gpu_equivalents - bound, 0.0) if data.gpus else 0.0
     return Placement(owner_of(data), start, end, tuple(_dedupe(bindings)), round(unbound, 9))

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from pipelines.settings import Settings
-from streams.attribution.compute import SampleColumns, compute_range
+from streams.attribution.compute import INVENTORY_HORIZON_S, SampleColumns, compute_range_full
 from streams.store import NodeFacts, Warehouse, to_utc
 
 log = logging.getLogger(__name__)
@@ -128,17 +128,23 @@ def _compute_group(wh: Warehouse, settings: Settings, group: list[Plan], report:
     cluster = group[0].cluster
     nodes = [p.node for p in group]
     lo, hi = min(p.start for p in group), max(p.end for p in group)
-    samples = wh.samples(cluster, nodes, to_utc(lo - LOOKBACK_S), to_utc(hi))
+    # the inventory gives each GPU's state before the loaded samples (a fatal XID long ago, a GPU
+    # that stopped reporting)
+    loaded = lo - LOOKBACK_S
+    samples = wh.samples(cluster, nodes, to_utc(loaded), to_utc(hi))
     placements = wh.placements(cluster, nodes, to_utc(lo), to_utc(hi))
+    inputs = wh.node_inputs(cluster, nodes, to_utc(lo), to_utc(hi), to_utc(loaded), INVENTORY_HORIZON_S)
     batch: list[NodeFacts] = []
     for p in group:
         # each node sees exactly its own range (plus look-back), whatever its group loaded
         own = _between(samples.get(p.node), p.start - LOOKBACK_S, p.end)
-        facts = compute_range(cluster, p.node, p.start, p.end, w, own, placements.get(p.node, []))
+        result = compute_range_full(cluster, p.node, p.start, p.end, w, own, placements.get(p.node, []),
+                                    inputs.get(p.node))
         windows = [to_utc(t) for t in _frange(p.start, p.end, w)]
-        batch.append(NodeFacts(cluster, p.node, windows, facts, to_utc(p.end), p.processed_seq))
+        inventory = {to_utc(t): v for t, v in result.windows.items()}
+        batch.append(NodeFacts(cluster, p.node, windows, result.facts, to_utc(p.end), p.processed_seq, inventory))
         report.windows += len(windows)
-        report.facts += len(facts)
+        report.facts += len(result.facts)
     wh.write_fact_batch(batch)
 
 

@@ -15,8 +15,16 @@ from datetime import datetime
 import orjson
 
 from pipelines import events as ev
-from streams.attribution.attempts import AttemptFact, Checkpoint, attempt_fact, latest
-from streams.ingest.rows import dead_letter_row, rows_for
+from streams.attribution.attempts import (
+    SUPERSEDED,
+    AttemptFact,
+    Checkpoint,
+    attempt_fact,
+    end_superseded,
+    latest,
+    next_starts,
+)
+from streams.ingest.rows import Activity, dead_letter_row, rows_for
 from streams.store import Warehouse, now_seq
 
 
@@ -65,7 +73,14 @@ def write_batch(wh: Warehouse, messages: Sequence[Message],
         publish_dead_letters(dead)
     jobs = _touched_jobs(events)
     for cluster, job_ids in jobs.items():
-        refresh_attempts(wh, cluster, sorted(job_ids))
+        for fact in refresh_attempts(wh, cluster, sorted(job_ids)):
+            if fact.scheduler_state == SUPERSEDED and fact.end_time is not None:
+                # a later attempt ended this one: its nodes' windows from then on are recomputed
+                for node in fact.nodes:
+                    if (cluster, node) in activity:
+                        activity[(cluster, node)].add(fact.end_time, fact.end_time, True)
+                    else:
+                        activity[(cluster, node)] = Activity(fact.end_time, fact.end_time, True)
     if activity:
         seq = now_seq()
         wh.insert("node_activity", [
@@ -112,7 +127,10 @@ def attempts_from_snapshots(snapshots: Sequence[tuple[datetime, ev.AllocationDat
     by_attempt: dict[tuple[str, str, int], dict[str, list[tuple[datetime, ev.AllocationData]]]] = defaultdict(
         lambda: defaultdict(list))
     for t, data in snapshots:
-        by_attempt[(data.scheduler, data.job_id, data.attempt)][data.node or ""].append((t, data))
+        placement = f"{data.node}\x1f{data.uid or ''}" if data.node else ""  # a re-created pod is another placement
+        by_attempt[(data.scheduler, data.job_id, data.attempt)][placement].append((t, data))
+    later = next_starts((d.scheduler, d.job_id, d.attempt, d.start_time) for _, d in snapshots
+                        if d.node and d.start_time is not None)
     ckpts_by_job: dict[str, list[Checkpoint]] = defaultdict(list)
     for c in checkpoints:
         ckpts_by_job[c.job_id].append(c)
@@ -122,7 +140,7 @@ def attempts_from_snapshots(snapshots: Sequence[tuple[datetime, ev.AllocationDat
         scheduler, job_id, attempt = key
         nodes = by_attempt[key]
         job_level = latest(nodes[""]) if "" in nodes else None
-        placements = [latest(snaps) for node, snaps in sorted(nodes.items()) if node]
+        placements = [end_superseded(latest(snaps), later.get(key)) for node, snaps in sorted(nodes.items()) if node]
         fact = attempt_fact(placements, job_level, ckpts_by_job.get(job_id, []),
                             previous_end.get((scheduler, job_id)))
         previous_end[(scheduler, job_id)] = fact.end_time

@@ -1,7 +1,7 @@
 -- The latest snapshot of every placement on a set of nodes that overlaps a range: ended beats
 -- running, then the later event. Pending (job-level) events have no node and are not placements.
 -- A pod re-created under the same name (new uid) is another placement, whatever its attempt number.
-SELECT node, argMax(payload, (if(state = 'ended', 2, 1), time)) AS payload
+SELECT node, argMax(payload, (if(state = 'ended', 2, 1), time)) AS snapshot
 FROM raw_scheduler_allocations
 WHERE cluster = {cluster:String} AND node IN {nodes:Array(String)}
   AND type IN ('allocation.running', 'allocation.ended')

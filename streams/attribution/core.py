@@ -330,7 +330,10 @@ def _down_of(uuid: str, slots_of_gpu: dict[str, list[str]], series: dict[str, Se
              down_cache: dict[tuple[str, ...], list[tuple[float, float]]] | None,
              ctx: NodeContext) -> list[tuple[float, float]]:
     """When a GPU is unavailable: its fatal-XID intervals, and the node's drained/down intervals."""
-    slots = tuple(s for s in slots_of_gpu.get(uuid, []) if s in series)
+    # every loaded slot of the GPU, not only those with samples near the window: a fatal XID
+    # before the GPU stopped reporting keeps it unavailable
+    slots = tuple(sorted({*(s for s in slots_of_gpu.get(uuid, []) if s in series),
+                          *(s for s in (uuid, *(k for k in series if k.startswith(uuid + "/mig"))) if s in series)}))
     key = (uuid, *slots)
     down = down_cache.get(key) if down_cache is not None else None
     if down is None:

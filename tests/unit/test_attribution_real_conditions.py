@@ -14,7 +14,14 @@ import pytest
 
 from pipelines import events as ev
 from streams.attribution.attempts import SUPERSEDED
-from streams.attribution.compute import InventoryGpu, NodeInputs, NodeState, SampleRow, compute_range, compute_range_full
+from streams.attribution.compute import (
+    InventoryGpu,
+    NodeInputs,
+    NodeState,
+    SampleRow,
+    compute_range,
+    compute_range_full,
+)
 from streams.ingest.sink import attempts_from_snapshots
 
 T0 = datetime(2026, 11, 2, 10, 0, tzinfo=UTC)
@@ -154,8 +161,9 @@ def test_a30_mig_instances_are_quarters_and_4g_is_the_whole_gpu() -> None:
     a30 = "NVIDIA A30"
     rows = samples("GPU-0", 0.5, t0 - 60, 6, model=a30, mig=1, profile="4g.24gb")
     rows += samples("GPU-1", 0.5, t0 - 60, 6, index=1, model=a30, mig=1, profile="1g.6gb")
-    pods = [alloc(job_id="ns/big", device_ids=["MIG-GPU-0/1"], gpus=[{"kind": "mig", "count": 1, "profile": "4g.24gb"}]),
-            alloc(job_id="ns/small", device_ids=["MIG-GPU-1/1"], gpus=[{"kind": "mig", "count": 1, "profile": "1g.6gb"}])]
+    pods = [alloc(job_id=f"ns/{name}", device_ids=[f"MIG-GPU-{i}/1"],
+                  gpus=[{"kind": "mig", "count": 1, "profile": profile}])
+            for i, (name, profile) in enumerate((("big", "4g.24gb"), ("small", "1g.6gb")))]
     assert pods[0].gpu_equivalents == 1.0 and pods[1].gpu_equivalents == 0.25
     got = totals(compute_range("c", "n1", t0, t0 + 60, 60, rows, pods))
     assert got[("allocated", "ns/big")] == pytest.approx(60.0)

@@ -175,24 +175,23 @@ def _window_view(slots: dict[str, _SlotData], w0: float, w1: float) -> tuple[lis
             continue
         meta = SlotMeta(data.meta.uuid, data.meta.mig_instance, data.meta.mig_profile, data.meta.index,
                         model=data.model)
+        seen = meta.label_times
         for t, (namespace, pod, hpc_job) in zip(times[lo:hi], data.labels[lo:hi], strict=True):
             if namespace and pod:
-                meta.namespaces_pods.add((namespace, pod))
-                _seen(meta.label_times, f"{namespace}/{pod}", t)
+                key = (namespace, pod)
+                meta.namespaces_pods.add(key)
+                first = seen.get(key)
+                seen[key] = (first[0] if first else t, t)
             if hpc_job:
                 meta.hpc_jobs.add(hpc_job)
-                _seen(meta.label_times, hpc_job, t)
+                first = seen.get(hpc_job)
+                seen[hpc_job] = (first[0] if first else t, t)
         metas[slot] = meta
         slots_of.setdefault(meta.uuid, []).append(slot)
         prev = gpus.get(meta.uuid)
         index = meta.index if meta.index is not None else (prev.index if prev else None)
         gpus[meta.uuid] = GpuInfo(meta.uuid, index, data.model)
     return list(gpus.values()), metas, slots_of
-
-
-def _seen(times: dict[str, tuple[float, float]], key: str, t: float) -> None:
-    first, _ = times.get(key, (t, t))
-    times[key] = (first, t)
 
 
 def _with_inventory(gpus: list[GpuInfo], inventory: Sequence[InventoryGpu], w0: float, w1: float) -> list[GpuInfo]:
@@ -225,7 +224,7 @@ def compute_range_full(cluster: str, node: str, start: float, end: float, window
     slots = _build_slots(samples)
     series = {slot: d.series for slot, d in slots.items()}
     result = RangeResult([], {})
-    down_cache: dict[tuple[str, ...], list[tuple[float, float]]] = {}
+    down_cache: dict[str, list[tuple[float, float]]] = {}
     w0 = start
     while w0 < end:
         w1 = w0 + window_s

@@ -230,7 +230,7 @@ def attribute_window(
     placements: Sequence[Placement],
     series: dict[str, Series],
     slots_of_gpu: dict[str, list[str]] | None = None,
-    down_cache: dict[tuple[str, ...], list[tuple[float, float]]] | None = None,
+    down_cache: dict[str, list[tuple[float, float]]] | None = None,
     context: NodeContext | None = None,
 ) -> list[FactRow]:
     """All fact rows of ``node`` for the window [w0, w1) (see :func:`attribute_window_full`)."""
@@ -245,13 +245,13 @@ def attribute_window_full(
     placements: Sequence[Placement],
     series: dict[str, Series],
     slots_of_gpu: dict[str, list[str]] | None = None,
-    down_cache: dict[tuple[str, ...], list[tuple[float, float]]] | None = None,
+    down_cache: dict[str, list[tuple[float, float]]] | None = None,
     context: NodeContext | None = None,
 ) -> WindowResult:
     """Fact rows, physical GPUs and conflicts of ``node`` for the window [w0, w1).
 
-    ``down_cache`` memoises fatal-XID intervals per set of slots across the windows of one range
-    (the series are the same for every window, so are the intervals computed from them).
+    ``down_cache`` memoises each GPU's fatal-XID intervals across the windows of one range (the
+    series and the context are the same for every window, so are the intervals computed from them).
     """
     ctx = context or NodeContext()
     slots_of_gpu = slots_of_gpu or {g.uuid: [g.uuid] for g in gpus}
@@ -327,19 +327,20 @@ def _owner_key(o: Owner) -> str:
 
 
 def _down_of(uuid: str, slots_of_gpu: dict[str, list[str]], series: dict[str, Series],
-             down_cache: dict[tuple[str, ...], list[tuple[float, float]]] | None,
+             down_cache: dict[str, list[tuple[float, float]]] | None,
              ctx: NodeContext) -> list[tuple[float, float]]:
     """When a GPU is unavailable: its fatal-XID intervals, and the node's drained/down intervals."""
     # every loaded slot of the GPU, not only those with samples near the window: a fatal XID
-    # before the GPU stopped reporting keeps it unavailable
-    slots = tuple(sorted({*(s for s in slots_of_gpu.get(uuid, []) if s in series),
-                          *(s for s in (uuid, *(k for k in series if k.startswith(uuid + "/mig"))) if s in series)}))
-    key = (uuid, *slots)
-    down = down_cache.get(key) if down_cache is not None else None
+    # before the GPU stopped reporting keeps it unavailable. The series and the context are the
+    # same for every window of a range, so are the intervals: cached per GPU.
+    down = down_cache.get(uuid) if down_cache is not None else None
     if down is None:
+        prefix = uuid + "/mig"
+        slots = sorted({*(s for s in slots_of_gpu.get(uuid, []) if s in series),
+                        *(k for k in series if k == uuid or k.startswith(prefix))})
         down = down_intervals((series[s] for s in slots), ctx.down_since.get(uuid))
         if down_cache is not None:
-            down_cache[key] = down
+            down_cache[uuid] = down
     return [*down, *ctx.unavailable] if ctx.unavailable else down
 
 

@@ -33,9 +33,9 @@ class SlotMeta:
     namespaces_pods: set[tuple[str, str]] = field(default_factory=set)
     hpc_jobs: set[str] = field(default_factory=set)
     model: str | None = None  # modelName of the GPU (MIG slices per model)
-    # first and last sample time of each label in the window ("<namespace>/<pod>", "<hpc_job>");
+    # first and last sample time of each label in the window ((namespace, pod), or the hpc_job);
     # a label without times counts for any placement (tests build metadata by hand)
-    label_times: dict[str, tuple[float, float]] = field(default_factory=dict)
+    label_times: dict[object, tuple[float, float]] = field(default_factory=dict)
 
     @property
     def slot(self) -> str:
@@ -103,7 +103,7 @@ def _gpu_type(data: AllocationData) -> str | None:
     return next((r.gpu_type for r in data.gpus if r.gpu_type), None)
 
 
-def _seen_while_running(m: SlotMeta, key: str, start: float, end: float | None) -> bool:
+def _seen_while_running(m: SlotMeta, key: object, start: float, end: float | None) -> bool:
     times = m.label_times.get(key)
     if times is None:
         return True
@@ -116,33 +116,40 @@ def _from_labels(data: AllocationData, slots: dict[str, SlotMeta], start: float 
     """Slots whose mapping labels name the placement while it ran (labels of an earlier holder of the
     same name do not count); at most the requested number of whole GPUs, freshest labels first."""
     out: list[Binding] = []
-    matches: list[tuple[SlotMeta, str]] = []
+    matches: list[tuple[SlotMeta, object]] = []
     if data.scheduler == "kubernetes":
         ns, _, pod = data.job_id.partition("/")
-        matches = [(m, data.job_id) for m in slots.values() if (ns, pod) in m.namespaces_pods]
+        matches = [(m, (ns, pod)) for m in slots.values() if (ns, pod) in m.namespaces_pods]
     else:
         for m in slots.values():
             key = next((j for j in (data.job_id, *data.aliases) if j in m.hpc_jobs), None)
             if key is not None:
                 matches.append((m, key))
-    matches = [(m, k) for m, k in matches if _seen_while_running(m, k, start, end)]
-    shared = any(r.kind == "shared" for r in data.gpus) or data.time_sliced
-    whole = [m for m, _ in sorted(matches, key=lambda mk: mk[0].slot) if m.mig_instance is None]
+    matches = sorted(((m, k) for m, k in matches if _seen_while_running(m, k, start, end)),
+                     key=lambda mk: mk[0].slot)
+    shared = data.time_sliced or any(r.kind == "shared" for r in data.gpus)
+    capped: set[str] | None = None
+    whole = [(m, k) for m, k in matches if m.mig_instance is None]
     wanted = sum(r.count for r in data.gpus if r.kind in ("gpu", "shared"))
     if data.gpus and len(whole) > wanted:
-        fresh = {m.slot: m.label_times.get(k, (start, start))[0] >= start for m, k in matches}
-        whole = sorted(whole, key=lambda m: (not fresh[m.slot], m.slot))[:wanted]
-    for m, _ in sorted(matches, key=lambda mk: mk[0].slot):
+        # labels first seen after the start win over labels that were there when it started
+        ranked = sorted(whole, key=lambda mk: (_label_first(mk[0], mk[1], start) < start, mk[0].slot))
+        capped = {m.slot for m, _ in ranked[:wanted]}
+    for m, _ in matches:
         if m.mig_instance is not None:
             if m.mig_profile:
                 out.append(Binding(m.uuid, mig_fraction(m.mig_profile, m.model or _gpu_type(data)), m.slot, m.slot))
-        elif m not in whole:
+        elif capped is not None and m.slot not in capped:
             continue
         elif shared:
             out.append(Binding(m.uuid, 1.0 / data.replicas, m.uuid, m.uuid + "::?"))
         else:
             out.append(Binding(m.uuid, 1.0, m.uuid, m.uuid))
     return out
+
+
+def _label_first(m: SlotMeta, key: object, default: float) -> float:
+    return m.label_times.get(key, (default, default))[0]
 
 
 def to_placement(data: AllocationData, start: float, end: float | None,

@@ -29,6 +29,7 @@ from pipelines.collectors import kubernetes as k8s_collector
 from pipelines.collectors import slurm as slurm_collector
 from pipelines.collectors import storage as storage_collector
 from pipelines.collectors.base import Batch, Collector, Deduplicated, RunStats, producer_sink, run
+from pipelines.collectors.state import default_state_path
 from pipelines.errors import SourceUnavailable
 from pipelines.parsers import prom
 from pipelines.settings import get_settings
@@ -152,6 +153,17 @@ def execute(collector: Collector, *, follow: bool, once: bool, interval: float, 
                 return run(wrapped, producer_sink(producer), **options)
     finally:
         wrapped.close()
+
+
+StateFileOpt = Annotated[Path | None, typer.Option(
+    "--state-file", help="where the collector keeps its cursor across restarts (default with --follow: "
+    "$GPULEDGER_HOME/state/<source>-<cluster>.json; never written by a dry run)")]
+
+
+def _state_path(given: Path | None, collector: str, cluster: str | None, default_on: bool) -> Path | None:
+    if given is not None:
+        return given
+    return default_state_path(get_settings().home, collector, _cluster(cluster)) if default_on else None
 
 
 def report(stats: RunStats, fmt: SummaryFormat, dry_run: bool) -> None:
@@ -283,7 +295,7 @@ def collect_slurm(
                                                       "comment (default batch)")] = None,
     start: FromOpt = None, end: ToOpt = None, follow: FollowOpt = False, interval: IntervalOpt = 30.0,
     cluster: ClusterOpt = None, once: OnceOpt = False, dry_run: DryRunOpt = False,
-    max_failures: MaxFailuresOpt = 5, fmt: FormatOpt = SummaryFormat.table,
+    max_failures: MaxFailuresOpt = 5, fmt: FormatOpt = SummaryFormat.table, state_file: StateFileOpt = None,
 ) -> None:
     """Slurm allocations (scheduler.allocations) from squeue and sacct; --from/--to reads sacct only."""
     begin, finish = _range(start, end, close_at_now=False)
@@ -292,6 +304,7 @@ def collect_slurm(
             cluster=_cluster(cluster), squeue_cmd=squeue_cmd, sacct_cmd=sacct_cmd, sacct_args=sacct_args,
             nodes_cmd=nodes_cmd, start=begin, end=finish, overlap_s=max(60.0, 2 * interval),
             timeout_s=command_timeout, workload_kind=workload_kind,
+            state_file=_state_path(state_file, "slurm", cluster, follow and finish is None and not dry_run),
         )
     except ValueError as exc:
         raise UsageFailure(str(exc)) from None

@@ -8,6 +8,8 @@ commands) and hands back what it read, already parsed by that source's parser::
     Batch.more                      poll again right away: a time range read in chunks, a watch
                                     that has already waited, a re-list after an expired watch
     Batch.final                     the source is exhausted (a closed time range was read)
+    Batch.commit                    run once the sink has published the batch: a collector saves
+                                    its cursor (collectors.state) only for what the broker has
     collector.close()               release connections
 
 Cross-cutting behaviour is added by wrapping a collector, not by each collector:
@@ -45,6 +47,7 @@ class Batch:
     final: bool = False
     note: str = ""  # what was read ("2026-11-02T10:00:00Z..10:05:00Z", "watch from rv 1234")
     warnings: list[str] = field(default_factory=list)  # partial failures (one exporter of many down)
+    commit: Callable[[], None] | None = None  # after the sink published the batch (saves cursors)
 
 
 class Collector(Protocol):
@@ -164,6 +167,8 @@ def run(collector: Collector, sink: Sink, *, follow: bool = False, interval_s: f
             continue
         failures = 0
         sink(batch.result)
+        if batch.commit is not None:
+            batch.commit()
         stats.add(batch, keep_ids)
         if on_batch is not None:
             on_batch(batch, stats)

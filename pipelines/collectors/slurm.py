@@ -3,8 +3,10 @@
 Each poll runs, as subprocesses (no shell; each command line is split like a shell would):
 
 * ``squeue --json`` — what is pending and running now (``allocation.pending``/``.running``);
-* ``sacct --json --allusers`` plus a time window — what ended since the previous poll
-  (``allocation.ended``), including jobs that came and went between two polls;
+* ``sacct --json --allusers --duplicates`` plus a time window — what ended since the previous poll
+  (``allocation.ended``), including jobs that came and went between two polls; ``--duplicates``
+  (added to a given command that lacks it) lists every attempt of a requeued job: without it only
+  the latest attempt has a record and the earlier ones never get their end;
 * optionally ``scontrol show nodes --json`` — drained/down nodes (``node.state``). The parser
   stamps node states with the poll time, so the collector passes on a node's state only when it
   differs from the last one it passed on (the first poll passes on every node).
@@ -15,9 +17,11 @@ collector can run off the cluster (``ssh head squeue --json``) or against a wrap
 The sacct window is written as *relative* times (``-S now-<seconds> -E now-<seconds>``, a form
 sacct accepts), so it does not depend on the time zone of the host running sacct. The first poll
 reaches back to ``start`` (default: one hour); later polls reach back to the previous poll minus
-``overlap_s``. With ``end`` the window is closed: one sacct run over ``start..end`` (squeue, which
-only knows the present, is not run) and the collector is finished. ``sacct_args`` replaces the
-computed window entirely (``--sacct-args "-S 2026-11-01 -E 2026-11-02"``).
+``overlap_s``. With a ``state_file`` the cursor (and the node states passed on) survive a restart:
+the first poll of a restarted collector reaches back to where the previous one stopped, so jobs
+that ended while it was down get their end. With ``end`` the window is closed: one sacct run over
+``start..end`` (squeue, which only knows the present, is not run) and the collector is finished.
+``sacct_args`` replaces the computed window entirely (``--sacct-args "-S 2026-11-01 -E 2026-11-02"``).
 
 A command that cannot be started, exits non-zero or runs past ``timeout_s`` is
 ``SourceUnavailable``; output that is not Slurm JSON is ``NotThisFormat`` naming the command.
@@ -30,15 +34,17 @@ import subprocess
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 
 from pipelines.collectors.base import Batch
+from pipelines.collectors.state import StateFile
 from pipelines.errors import SourceUnavailable
 from pipelines.parsers import slurm
 from pipelines.parsers.base import NotThisFormat, ParseResult
 
 SOURCE = slurm.SOURCE
 DEFAULT_SQUEUE = "squeue --json"
-DEFAULT_SACCT = "sacct --json --allusers"
+DEFAULT_SACCT = "sacct --json --allusers --duplicates"
 DEFAULT_LOOKBACK_S = 3600.0
 
 
@@ -47,6 +53,13 @@ def relative_window(start: datetime, end: datetime | None, now: float) -> list[s
     args = ["-S", _relative(start.timestamp(), now)]
     args += ["-E", "now" if end is None else _relative(end.timestamp(), now)]
     return args
+
+
+def with_duplicates(command: list[str]) -> list[str]:
+    """The sacct command with ``--duplicates`` (every requeued attempt of a job, not only the last)."""
+    if any(arg in ("-D", "--duplicates") for arg in command):
+        return command
+    return [*command, "--duplicates"]
 
 
 def _relative(t: float, now: float) -> str:
@@ -85,10 +98,10 @@ class SlurmCommands:
                  sacct_cmd: str | None = DEFAULT_SACCT, sacct_args: str | None = None,
                  nodes_cmd: str | None = None, start: datetime | None = None, end: datetime | None = None,
                  overlap_s: float = 60.0, timeout_s: float = 120.0, workload_kind: str | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, state_file: Path | None = None) -> None:
         self.cluster = cluster
         self.squeue = shlex.split(squeue_cmd) if squeue_cmd else []
-        self.sacct = shlex.split(sacct_cmd) if sacct_cmd else []
+        self.sacct = with_duplicates(shlex.split(sacct_cmd)) if sacct_cmd else []
         self.sacct_args = shlex.split(sacct_args) if sacct_args else None
         self.nodes = shlex.split(nodes_cmd) if nodes_cmd else []
         if not (self.squeue or self.sacct or self.nodes):
@@ -102,6 +115,11 @@ class SlurmCommands:
         self._clock = clock
         self._since: datetime | None = start
         self._node_states: dict[object, tuple[object, object]] = {}
+        self._state = StateFile(state_file)
+        saved = self._state.load()
+        if saved.get("since") and start is None:
+            self._since = datetime.fromisoformat(saved["since"])
+        self._node_states.update({n: tuple(v) for n, v in saved.get("node_states", {}).items()})
 
     @property
     def closed(self) -> bool:
@@ -124,7 +142,9 @@ class SlurmCommands:
             result.extend(self._changed_nodes(self._parse(self.nodes, observed)))
             notes.append("nodes")
         self._since = datetime.fromtimestamp(now - self.overlap_s, UTC)  # only after every command worked
-        return Batch(result, final=self.closed, note="; ".join(notes))
+        saved = {"since": self._since.isoformat(),
+                 "node_states": {str(n): list(v) for n, v in self._node_states.items()}}
+        return Batch(result, final=self.closed, note="; ".join(notes), commit=lambda: self._state.save(saved))
 
     def _parse(self, command: list[str], observed: datetime) -> ParseResult:
         output = run_command(command, self.timeout_s)

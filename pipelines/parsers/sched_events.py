@@ -116,18 +116,26 @@ def hint_time(hints: Mapping[str, Any], name: str = "observed_at") -> datetime |
 
 def allocation_envelope(*, source: str, event_type: str, cluster: str, time: datetime,
                         data: dict[str, Any]) -> dict[str, Any]:
-    """An allocation envelope (unvalidated dict) with its deterministic id."""
-    ident = event_id(event_type, cluster, data["scheduler"], data["job_id"], data.get("attempt", 1),
-                     data.get("node"))
+    """An allocation envelope (unvalidated dict) with its deterministic id; a pod's uid is part of it,
+    so a pod re-created under the same name never shares an id with its predecessor."""
+    key = [event_type, cluster, data["scheduler"], data["job_id"], data.get("attempt", 1), data.get("node")]
+    if data.get("uid"):
+        key.append(data["uid"])
+    ident = event_id(*key)
     return {"id": ident, "source": source, "type": event_type, "time": time, "cluster": cluster, "data": data}
 
 
 def node_state_envelope(*, source: str, cluster: str, node: str, state: str, time: datetime,
-                        reason: str | None) -> dict[str, Any]:
-    """A ``node.state`` envelope; the id is keyed by node, state and time."""
+                        reason: str | None, gpus: int | None = None,
+                        gpu_model: str | None = None) -> dict[str, Any]:
+    """A ``node.state`` envelope (with the node's GPU count when known); the id is keyed by node,
+    state and time."""
+    data: dict[str, Any] = {"node": node, "state": state, "reason": reason}
+    if gpus is not None:
+        data.update(gpus=gpus, gpu_model=gpu_model)
     return {
         "id": event_id("node.state", cluster, node, state, time), "source": source, "type": "node.state",
-        "time": time, "cluster": cluster, "data": {"node": node, "state": state, "reason": reason},
+        "time": time, "cluster": cluster, "data": data,
     }
 
 

@@ -19,6 +19,8 @@ live poll or in a later accounting dump.
 Rules (docs/ATTRIBUTION.md):
 
 * ``job_id`` is the Slurm id, ``<array job>_<task>`` for array tasks; ``logical_job`` = ``job_id``.
+  An array task's own ``SLURM_JOB_ID`` (the record's ``job_id`` field, which dcgm-exporter's
+  ``hpc_job`` label carries) is kept in ``aliases``.
 * attempt = ``restart_cnt + 1``. ``sacct -D`` lists each requeued attempt as its own record with
   the same id; within one id, records are ordered by (restart_cnt, start, submit) and numbers are
   kept strictly increasing (a record whose restart_cnt does not advance gets the next number).
@@ -193,9 +195,12 @@ def _base_data(record: JobRecord, attempt: int, requested: float, default_kind: 
         "comment": record.comment, "wckey": record.wckey,
         "workload_kind": kind if kind in f.WORKLOAD_KINDS else default_kind or "batch",
     }
-    return {"scheduler": "slurm", "job_id": record.job_id, "logical_job": record.job_id,
+    data: dict[str, Any] = {"scheduler": "slurm", "job_id": record.job_id, "logical_job": record.job_id,
             "job_name": record.name, "attempt": attempt, "submit_time": record.submit,
             "requested_gpus": requested, "owner": owner}
+    if record.unique_id != record.job_id and "[" not in record.job_id:  # an array task: its SLURM_JOB_ID
+        data["aliases"] = [record.unique_id]
+    return data
 
 
 def _placements(record: JobRecord) -> list[tuple[str, int, str | None, list[int]]]:

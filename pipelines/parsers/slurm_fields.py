@@ -242,3 +242,25 @@ def comment_token(comment_text: str | None, key: str) -> str | None:
         if sep and name.strip().lower() == key and token_value.strip():
             return token_value.strip()
     return None
+
+
+def node_gpus(value: Any) -> tuple[int | None, str | None]:
+    """A node's GPUs from its configured gres (``gpu:h100:8(S:0-1)``, ``gpu:8``, ``gpu:a:4,gpu:b:4``,
+    ``gpu:h100:8(S:0-1),nic:2``): (count, most common type), or (None, None) when it names no GPU."""
+    spec = text(value)
+    if not spec or spec == "(null)":
+        return None, None
+    total: int | None = None
+    typed: dict[str, int] = {}
+    for entry in _split_outside_parens(spec):
+        words = entry.split("(", 1)[0].strip().split(":")
+        if not words or words[0] != "gpu":
+            continue
+        amount = words[-1] if len(words) > 1 else "1"
+        if not amount.isdecimal():
+            raise ValueError(f"bad gres entry {entry[:40]!r}")
+        total = (total or 0) + int(amount)
+        if len(words) > 2:
+            typed[words[1]] = typed.get(words[1], 0) + int(amount)
+    gpu_type = max(sorted(typed), key=lambda key: typed[key]) if typed else None
+    return total, gpu_type

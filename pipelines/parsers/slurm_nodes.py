@@ -13,6 +13,10 @@ State: ``DOWN``, ``INVALID``, ``INVALID_REG`` -> ``down``; ``DRAIN``, ``DRAINED`
 ``FAIL``, ``FAILING`` -> ``drained``; anything else (IDLE, MIXED, ALLOCATED, …) -> ``up``.
 ``FUTURE`` nodes (not yet in service) are skipped.
 
+GPUs: the node's configured gres (``gres``: ``gpu:h100:8(S:0-1)``; sinfo v0.0.40+ ``gres.total``),
+counted once per entry and summed over typed entries, become the event's ``gpus`` and ``gpu_model``
+(the physical inventory the attribution counts capacity against).
+
 Time: the ``observed_at`` hint (the poll time the live collector passes) when given; otherwise the
 time the reason was set, for a drained or down node. A node that is up and has no poll time
 carries no dated fact and is skipped.
@@ -56,8 +60,9 @@ def parse_nodes(doc: dict[str, Any], *, cluster: str, origin: str | None,
                 raise ValueError("node record is not an object")
             objs = [
                 node_state_envelope(source="slurm", cluster=cluster, node=node, state=state,
-                                    time=time, reason=reason)
+                                    time=time, reason=reason, gpus=gpus, gpu_model=gpu_model)
                 for node, state, reason, time in _read_row(row, observed_at)
+                for gpus, gpu_model in [f.node_gpus(_gres(row))]
             ]
         except RECORD_ERRORS as exc:
             result.reject(topic=TOPIC.name, source="slurm", reason=str(exc), raw=raw, origin=origin)
@@ -89,6 +94,11 @@ def _read_row(row: dict[str, Any], observed_at: datetime | None) -> list[Row]:
     if time is None:
         return []
     return [(name, state, reason if state != "up" else None, time) for name in names]
+
+
+def _gres(row: dict[str, Any]) -> Any:
+    gres = row.get("gres")
+    return as_dict(gres).get("total") if isinstance(gres, dict) else gres
 
 
 def _words(state: Any, flags: Any) -> set[str]:

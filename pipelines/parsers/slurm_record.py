@@ -62,6 +62,7 @@ class Classified:
 class JobRecord:
     job_id: str
     restart_cnt: int
+    unique_id: str  # SLURM_JOB_ID: differs from job_id for an array task (dcgm-exporter's hpc_job)
     name: str | None
     account: str | None
     user: str | None
@@ -107,6 +108,7 @@ def job_identity(job: dict[str, Any]) -> tuple[str, int]:
 def read_record(job: dict[str, Any]) -> JobRecord:
     """Read the fields gpuledger needs from one job record of either command."""
     job_id, restarts = job_identity(job)
+    unique_id = str(f.integer(job.get("job_id")))
     state_obj = job.get("state")
     if isinstance(state_obj, dict):
         states, reason = f.states(state_obj.get("current")), f.text(state_obj.get("reason"))
@@ -121,7 +123,7 @@ def read_record(job: dict[str, Any]) -> JobRecord:
     exit_code, signal = f.exit_info(job.get("exit_code"))
     association = as_dict(job.get("association"))
     return JobRecord(
-        job_id=job_id, restart_cnt=restarts, name=f.text(job.get("name")),
+        job_id=job_id, restart_cnt=restarts, unique_id=unique_id, name=f.text(job.get("name")),
         account=f.text(job.get("account")) or f.text(association.get("account")),
         user=f.text(job.get("user", job.get("user_name"))) or f.text(association.get("user")),
         partition=f.text(job.get("partition")), comment=f.comment(job.get("comment")),

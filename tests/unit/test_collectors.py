@@ -418,7 +418,8 @@ def test_slurm_polls_squeue_and_sacct_with_a_moving_relative_window(fake: FakeSl
     assert [e.id for e in first.result.events] == [e.id for e in direct.events]
     assert [e.id for e in second.result.events] == [e.id for e in direct.events]  # dedupe is the wrapper's job
     assert fake.calls("squeue") == [[], []]
-    assert fake.calls("sacct") == [["-S", "now-3600", "-E", "now"], ["-S", "now-90", "-E", "now"]]
+    assert fake.calls("sacct") == [["--duplicates", "-S", "now-3600", "-E", "now"],
+                                   ["--duplicates", "-S", "now-90", "-E", "now"]]
     assert not first.final and all(d.origin for d in first.result.dead_letters)
 
 
@@ -428,11 +429,12 @@ def test_slurm_closed_range_runs_sacct_once_and_finishes(fake: FakeSlurm) -> Non
                               clock=lambda: B)
     got = collector.poll()
     assert got.final and fake.calls("squeue") == []
-    assert fake.calls("sacct") == [["-S", "now-7200", "-E", "now-3600"]]
+    assert fake.calls("sacct") == [["--duplicates", "-S", "now-7200", "-E", "now-3600"]]
     verbatim = SlurmCommands(cluster="c1", squeue_cmd="", sacct_cmd=fake.command("raw", SACCT),
                              sacct_args="-S 2026-03-01T00:00:00 -E 2026-03-02T00:00:00 --state=CD,F")
     verbatim.poll()
-    assert fake.calls("raw") == [["-S", "2026-03-01T00:00:00", "-E", "2026-03-02T00:00:00", "--state=CD,F"]]
+    assert fake.calls("raw") == [["--duplicates", "-S", "2026-03-01T00:00:00", "-E", "2026-03-02T00:00:00",
+                                  "--state=CD,F"]]
 
 
 @pytest.mark.parametrize(("what", "timeout", "error", "message"), [

@@ -264,7 +264,7 @@ def collect_kubernetes(
     interval: Annotated[float, typer.Option("--interval", min=1.0, help="with --follow: seconds each watch "
                                             "request stays open (events are handed on as they arrive)")] = 30.0,
     cluster: ClusterOpt = None, once: OnceOpt = False, dry_run: DryRunOpt = False,
-    max_failures: MaxFailuresOpt = 5, fmt: FormatOpt = SummaryFormat.table,
+    max_failures: MaxFailuresOpt = 5, fmt: FormatOpt = SummaryFormat.table, state_file: StateFileOpt = None,
 ) -> None:
     """Pod allocations (scheduler.allocations): list the pods, then with --follow watch them."""
     api = k8s_collector.core_api(kubeconfig=kubeconfig, context=context, in_cluster=in_cluster)
@@ -273,6 +273,7 @@ def collect_kubernetes(
             api, cluster=_cluster(cluster), namespace=namespace, label_selector=selector,
             watch_timeout_s=max(1, round(interval)), replicas=replicas, workload_kind=workload_kind,
             pod_resources=pod_resources,
+            state_file=_state_path(state_file, "kubernetes", cluster, follow and not dry_run),
         )
     except ValueError as exc:
         raise UsageFailure(str(exc)) from None

@@ -14,7 +14,14 @@ The usual informer loop, with the ``kubernetes`` client:
    against strict models, so one field the models do not expect would stop the stream;
 3. on **410 Gone** (an expired ``resourceVersion``: an ``ERROR`` event or an HTTP 410) go back to
    1. A GPU pod that was known before and is missing from the new list was deleted while nobody
-   watched: it is fed to the tracker as deleted, observed at the re-list.
+   watched: it is fed to the tracker as deleted, observed at the last time it was known to exist
+   (the last successful poll).
+
+With a ``state_file`` the known GPU pods, the time of the last successful poll and the attempts
+used per pod group survive a restart (saved after each published batch,
+:mod:`pipelines.collectors.state`): the first list of a restarted collector ends the pods deleted
+while it was down at the last time they were seen, and a pod re-created under the same name
+while it was down continues its predecessor's attempt numbers.
 
 The tracker emits each id once per pod, so a re-list does not repeat events. Observation times
 (the end of a pod deleted without a timestamp) are the collector's clock when the event arrived.
@@ -46,6 +53,7 @@ import orjson
 from urllib3.exceptions import HTTPError
 
 from pipelines.collectors.base import Batch
+from pipelines.collectors.state import StateFile
 from pipelines.errors import SourceUnavailable
 from pipelines.parsers.base import ParseResult
 from pipelines.parsers.kubernetes import parse_pod_resources
@@ -86,7 +94,8 @@ class PodWatcher:
     def __init__(self, api: Any, *, cluster: str, namespace: str | None = None,
                  label_selector: str | None = None, watch_timeout_s: int = 30, page_size: int = 500,
                  replicas: int | None = None, workload_kind: str | None = None,
-                 pod_resources: Path | None = None, clock: Callable[[], float] = time.time) -> None:
+                 pod_resources: Path | None = None, clock: Callable[[], float] = time.time,
+                 state_file: Path | None = None) -> None:
         if watch_timeout_s < 1:
             raise ValueError("watch_timeout_s must be at least 1 second")
         self.api = api
@@ -100,13 +109,24 @@ class PodWatcher:
         self._clock = clock
         self._known: dict[str, dict[str, Any]] = {}  # "<ns>/<name>" -> last object of each GPU pod
         self._devices_mtime: float | None = None
+        self._confirmed: datetime | None = None  # the last successful poll: known pods existed then
+        self._state = StateFile(state_file)
+        saved = self._state.load()
+        if saved:
+            self._known.update(saved.get("known") or {})
+            self.tracker.import_state(saved.get("tracker") or {})
+            if saved.get("confirmed_at"):
+                self._confirmed = datetime.fromisoformat(saved["confirmed_at"])
 
     # --------------------------------------------------------------------------------------
     def poll(self) -> Batch:
         self._load_devices()
-        if self.resource_version is None:
-            return self._relist()
-        return self._watch()
+        batch = self._relist() if self.resource_version is None else self._watch()
+        self._confirmed = self._now()
+        saved = {"known": dict(self._known), "tracker": self.tracker.export_state(),
+                 "confirmed_at": self._confirmed.isoformat()}
+        batch.commit = lambda: self._state.save(saved)
+        return batch
 
     def _list_call(self) -> Callable[..., Any]:
         if self.namespace:
@@ -122,9 +142,11 @@ class PodWatcher:
         items, version = self._list_all()
         observed = self._now()
         result = ParseResult()
-        present = {_key(pod) for pod in items}
-        for key in [k for k in self._known if k not in present]:  # deleted while nobody watched
-            result.extend(self.tracker.observe(self._known.pop(key), deleted=True, observed_at=observed))
+        present = {_key(pod): _meta(pod).get("uid") for pod in items}
+        gone_at = self._confirmed or observed  # deleted while nobody watched: last known to exist then
+        # a pod of a known name with another uid is a re-created pod: its predecessor is gone too
+        for key in [k for k, p in self._known.items() if present.get(k, "\0") != _meta(p).get("uid")]:
+            result.extend(self.tracker.observe(self._known.pop(key), deleted=True, observed_at=gone_at))
         for pod in sorted(items, key=_creation_order):
             self._remember(pod, deleted=False)
             result.extend(self.tracker.observe(pod, observed_at=observed, origin="list"))

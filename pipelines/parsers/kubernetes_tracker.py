@@ -26,7 +26,9 @@ Attempts (docs/ATTRIBUTION.md):
   follows and the file parser sorts snapshots into). Without restarts this is exactly
   ``1 + the number of earlier pods``. Pods of a Job that run in parallel are numbered the same
   way, in creation order. A pod re-created under the same name (StatefulSet) continues the
-  attempts of its predecessor the same way.
+  attempts of its predecessor the same way; its ``uid`` (``metadata.uid``) is part of its events'
+  data and ids, so it never shares an id or a placement with its predecessor. The attempts used
+  per group survive a collector restart through :meth:`PodTracker.export_state`.
 
 Events per pod: ``allocation.pending`` (job level, attempt ``base + 1``, at ``creationTimestamp``);
 per attempt, ``allocation.running`` on ``spec.nodeName`` at the attempt's start (state as while
@@ -95,6 +97,21 @@ class PodTracker:
         self._pods: dict[str, _PodState] = {}
         self._groups: OrderedDict[str, dict[str, int]] = OrderedDict()  # group -> member -> attempts used
         self._devices: dict[tuple[str, str, str], list[str]] = {}
+
+    def export_state(self) -> dict[str, Any]:
+        """What numbering needs across a restart: the attempts used per group and member."""
+        return {"groups": {group: dict(members) for group, members in self._groups.items()}}
+
+    def import_state(self, state: Mapping[str, Any]) -> None:
+        groups = state.get("groups")
+        if not isinstance(groups, dict):
+            return
+        for group, members in groups.items():
+            if isinstance(members, dict):
+                known = self._groups.setdefault(str(group), {})
+                for member, used in members.items():
+                    if isinstance(used, int):
+                        known[str(member)] = max(known.get(str(member), 1), used)
 
     def set_devices(self, devices: DeviceMap) -> None:
         """Device ids per (namespace, pod, container), e.g. from ``parse_pod_resources``."""
@@ -219,9 +236,12 @@ class PodTracker:
 
     def _base(self, view: PodView, state: _PodState) -> dict[str, Any]:
         requested = sum(_equivalents(g) for g in view.gpus)
-        return {"scheduler": "kubernetes", "job_id": view.key, "logical_job": state.logical,
+        base = {"scheduler": "kubernetes", "job_id": view.key, "logical_job": state.logical,
                 "job_name": state.job_name, "submit_time": view.created, "requested_gpus": requested,
                 "owner": out.owner(view, self.workload_kind)}
+        if view.uid:
+            base["uid"] = view.uid
+        return base
 
     def _device_ids(self, view: PodView) -> list[str]:
         known = [device for c in view.containers

@@ -232,3 +232,35 @@ def test_unreachable_api_server_is_source_unavailable() -> None:
             _watcher(api).poll()
     finally:
         api.api_client.close()
+
+
+DB_OLD = {**pod("db-0", rv="95", created="2026-03-02T08:00:00Z", started="2026-03-02T08:00:30Z", node="gpu003",
+                gpus=1)}
+DB_NEW = pod("db-0", rv="210", created="2026-03-02T10:00:00Z", started="2026-03-02T10:00:20Z", node="gpu003",
+             gpus=1)
+DB_NEW["metadata"]["uid"] = "uid-db-0-recreated"
+
+
+@pytest.mark.parametrize("fake_api", [[
+    ("list", pod_list("100", A_RUNNING, DB_OLD)),
+    ("list", pod_list("220", DB_NEW)),  # after the restart: train-a and the first db-0 are gone
+]], indirect=True)
+def test_a_restarted_collector_ends_what_vanished_and_numbers_a_recreated_pod_on(
+        fake_api: tuple[FakeApiServer, Any], tmp_path: Any) -> None:
+    _, api = fake_api
+    state = tmp_path / "k8s-c1.json"
+    before = PodWatcher(api, cluster="c1", watch_timeout_s=5, clock=lambda: NOW.timestamp(), state_file=state)
+    first = before.poll()
+    assert first.commit is not None
+    first.commit()  # the sink published the batch: the state is saved
+    later = NOW.replace(hour=12)
+    after = PodWatcher(api, cluster="c1", watch_timeout_s=5, clock=lambda: later.timestamp(), state_file=state)
+    batch = after.poll()
+    ended = {e.data.job_id: e.data for e in batch.result.events if e.type == "allocation.ended"}
+    # deleted while the collector was down: ended at the last time they were known to exist
+    assert set(ended) == {"llm-train/train-a", "llm-train/db-0"}
+    assert all(d.end_time == NOW for d in ended.values())
+    running = [e for e in batch.result.events if e.type == "allocation.running"]
+    [new] = [e for e in running if e.data.uid == "uid-db-0-recreated"]
+    assert (new.data.attempt, ended["llm-train/db-0"].attempt) == (2, 1)
+    assert new.id not in {e.id for e in first.result.events}  # never deduplicated into its predecessor

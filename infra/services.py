@@ -27,6 +27,7 @@ from streams import rollup
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 ROLLUP_MIGRATION = "0007_usage_hourly.sql"
+ORG_SCOPE_MIGRATION = "0014_org_per_cluster.sql"
 
 Say = Callable[[str], None]
 
@@ -115,6 +116,8 @@ def apply_migrations(settings: Settings) -> MigrationReport:
         report = migrate(admin, client, settings.clickhouse_database)
         if ROLLUP_MIGRATION in report.applied:  # facts written before the rollup existed: build their hours
             rollup.rebuild_stale(client, datetime(1970, 1, 1, tzinfo=UTC))
+        elif ORG_SCOPE_MIGRATION in report.applied:  # hours built before org versions were per cluster
+            rollup.rebuild_since(client, "", datetime(1970, 1, 1, tzinfo=UTC))
         return report
     finally:
         client.close()

@@ -84,9 +84,9 @@ def rebuild_hours(client: Client, cluster: str, nodes: Sequence[str], start: dat
 def rebuild_since(client: Client, cluster: str, since: datetime) -> None:
     """Rebuild every hour from ``since``'s hour on, for every node with facts (one INSERT per day).
 
-    ``cluster = ''`` rebuilds every cluster: org versions are not per cluster in the read views
-    (``resolved_facts`` resolves every cluster's windows through the same versions), so an arriving
-    version is followed by ``rebuild_since(client, "", effective_from)``.
+    ``cluster = ''`` rebuilds every cluster. An org version for one cluster changes only that
+    cluster's windows (sql/ddl/0014), so it is followed by ``rebuild_since(client, cluster,
+    effective_from)``; a version for every cluster ('*') by ``rebuild_since(client, "", …)``.
     """
     first_hour = floor_hour(since)
     params = {"cluster": cluster, "since": first_hour}

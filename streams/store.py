@@ -212,9 +212,10 @@ class Warehouse:
         self._retry("rebuild of the hourly rollup", lambda: rollup.rebuild_written(self.client, written))
         self.insert("attribution_progress", progress)
 
-    def rebuild_rollup_since(self, since: datetime) -> None:
-        """An org mapping version arrived: every hour from its start carries a new org version."""
-        self._retry("rebuild of the hourly rollup", lambda: rollup.rebuild_since(self.client, "", since))
+    def rebuild_rollup_since(self, since: datetime, cluster: str = "") -> None:
+        """An org mapping version arrived: every hour of ``cluster`` ('': every cluster) from its start
+        may carry another org version."""
+        self._retry("rebuild of the hourly rollup", lambda: rollup.rebuild_since(self.client, cluster, since))
 
     # --- attempts ---------------------------------------------------------------------------
     def attempt_inputs(self, cluster: str, job_ids: Sequence[str]) -> tuple[list[tuple[Any, ...]], list[Checkpoint]]:

@@ -68,10 +68,17 @@ def summary(result: ParseResult) -> dict[str, Any]:
             "dead_letter_reasons": dict(sorted(reasons.items(), key=lambda kv: -kv[1])[:10])}
 
 
+def _default_cluster(source: Source, configured: str) -> str:
+    """An org file ingested without ``--cluster`` applies to every cluster that has no version of
+    its own in force (docs/ATTRIBUTION.md "Owner"); everything else belongs to the configured cluster."""
+    return reference.ALL_CLUSTERS if source is Source.org else configured
+
+
 def ingest(
     source: Annotated[Source, typer.Argument(help="input kind")],
     file: Annotated[Path, typer.Option("--file", "-f", help="file in that source's format")],
-    cluster: Annotated[str | None, typer.Option(help="cluster name (default GPULEDGER_CLUSTER)")] = None,
+    cluster: Annotated[str | None, typer.Option(help="cluster name (default GPULEDGER_CLUSTER; org files "
+                                                "without it apply to every cluster without its own)")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="parse and validate only; publish nothing")] = False,
     wait: Annotated[bool, typer.Option("--wait", help="return when every event is reflected in the facts")] = False,
     timeout: Annotated[float, typer.Option(help="seconds --wait may take")] = 600.0,
@@ -83,7 +90,7 @@ def ingest(
     settings = get_settings()
     hints = {k: v for k, v in {"node": node, "time": at}.items() if v}
     t0 = time.perf_counter()
-    result = parse_file(source, file, cluster or settings.cluster, hints)
+    result = parse_file(source, file, cluster or _default_cluster(source, settings.cluster), hints)
     info = summary(result)
     info["parse_seconds"] = round(time.perf_counter() - t0, 3)
     if not dry_run:

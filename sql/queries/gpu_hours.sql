@@ -53,7 +53,7 @@ FROM
             if(a.a_outcome = 'failure', if(a.a_reason = '', 'unknown', a.a_reason), 'none') AS failure_reason
         FROM
         (
-            SELECT cluster, if({by:String} = 'node', toString(node), '') AS node, org_version,
+            SELECT cluster, if({by:String} = 'node', toString(node), '') AS node, org_version, org_scope,
                    if({by:String} = 'gpu_model', toString(gpu_model), '') AS gpu_model, kind, scheduler, job_id,
                    if({by:String} = 'job', logical_job, '') AS logical_job, attempt, namespace, account,
                    if({by:String} = 'user', toString(user), '') AS user,
@@ -65,17 +65,17 @@ FROM
             FROM current_hourly
             WHERE hour >= full_start AND hour < full_end
               AND ({cluster:String} = '' OR cluster = {cluster:String})
-            GROUP BY cluster, node, org_version, gpu_model, kind, scheduler, job_id, logical_job, attempt, namespace,
+            GROUP BY cluster, node, org_version, org_scope, gpu_model, kind, scheduler, job_id, logical_job, attempt, namespace,
                      account, user, queue, workload_kind, team_label, model
         ) AS g
         LEFT JOIN
         (
-            SELECT key, effective_from, value FROM org_mapping_rows WHERE kind = 'namespace_team'
-        ) AS ns ON ns.key = g.namespace AND ns.effective_from = g.org_version
+            SELECT cluster AS scope, key, effective_from, value FROM org_mapping_rows WHERE kind = 'namespace_team'
+        ) AS ns ON ns.scope = g.org_scope AND ns.key = g.namespace AND ns.effective_from = g.org_version
         LEFT JOIN
         (
-            SELECT key, effective_from, value FROM org_mapping_rows WHERE kind = 'account_team'
-        ) AS acc ON acc.key = g.account AND acc.effective_from = g.org_version
+            SELECT cluster AS scope, key, effective_from, value FROM org_mapping_rows WHERE kind = 'account_team'
+        ) AS acc ON acc.scope = g.org_scope AND acc.key = g.account AND acc.effective_from = g.org_version
         LEFT JOIN
         (
             SELECT cluster AS a_cluster, scheduler AS a_scheduler, job_id AS a_job_id, attempt AS a_attempt,
@@ -86,8 +86,8 @@ FROM
     ) AS h
     LEFT JOIN
     (
-        SELECT key, effective_from, value FROM org_mapping_rows WHERE kind = 'team_business_unit'
-    ) AS bu ON bu.key = h.team AND bu.effective_from = h.org_version
+        SELECT cluster AS scope, key, effective_from, value FROM org_mapping_rows WHERE kind = 'team_business_unit'
+    ) AS bu ON bu.scope = h.org_scope AND bu.key = h.team AND bu.effective_from = h.org_version
     UNION ALL
     SELECT cluster, node, gpu_model, kind, team, business_unit, namespace, account, model, logical_job,
            failure_reason, user, queue, workload_kind, outcome, gpu_seconds, busy_seconds, unobserved_seconds

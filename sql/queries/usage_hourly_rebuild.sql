@@ -2,14 +2,16 @@
 -- ({cluster}; '' with {all_nodes} = true: every cluster) and the nodes {nodes} (or every node with
 -- {all_nodes}). Reads the base tables with the filters inside each subquery: the current facts are
 -- the rows of the latest version of each (cluster, node, window) in fact_windows, deduplicated by
--- FINAL, summed per hour, org version (ASOF at each window's start, as resolved_facts does) and
--- owner. Every (cluster, node, hour) that has windows also gets one marker row (kind = ''), so a
+-- FINAL, summed per hour, org version and scope (at each window's start: the cluster's own version
+-- in force, else the '*' one — the rule of sql/ddl/0014, as resolved_facts applies it) and owner. Every (cluster, node, hour) that has windows also gets one marker row (kind = ''), so a
 -- rebuild that finds no facts still supersedes an older one. All rows carry {version}.
-INSERT INTO gpu_usage_hourly (cluster, hour, node, version, org_version, gpu_model, kind, scheduler, job_id,
-                              logical_job, attempt, namespace, account, user, queue, workload_kind, team_label,
-                              model, gpu_seconds, busy_seconds, unobserved_seconds)
+INSERT INTO gpu_usage_hourly (cluster, hour, node, version, org_version, org_scope, gpu_model, kind, scheduler,
+                              job_id, logical_job, attempt, namespace, account, user, queue, workload_kind,
+                              team_label, model, gpu_seconds, busy_seconds, unobserved_seconds)
 SELECT
-    f.cluster, toStartOfHour(f.window_start) AS hour, f.node, {version:UInt64} AS version, v.org_version,
+    f.cluster, toStartOfHour(f.window_start) AS hour, f.node, {version:UInt64} AS version,
+    if(own.own_version > toDateTime64(0, 3, 'UTC'), own.own_version, g.global_version) AS org_version,
+    if(own.own_version > toDateTime64(0, 3, 'UTC'), f.cluster, '*') AS org_scope,
     f.gpu_model, f.kind, f.scheduler, f.job_id, f.logical_job, f.attempt, f.namespace, f.account, f.user, f.queue,
     f.workload_kind, f.team_label, f.model,
     sum(f.gpu_seconds), sum(f.busy_seconds), sum(f.unobserved_seconds)
@@ -32,14 +34,18 @@ FROM
 ) AS f
 ASOF LEFT JOIN
 (
-    SELECT DISTINCT toUInt8(1) AS one, effective_from AS org_version FROM org_mappings
-) AS v ON f.one = v.one AND f.window_start >= v.org_version
-GROUP BY f.cluster, hour, f.node, v.org_version, f.gpu_model, f.kind, f.scheduler, f.job_id, f.logical_job,
+    SELECT DISTINCT cluster AS own_cluster, effective_from AS own_version FROM org_mappings WHERE cluster != '*'
+) AS own ON f.cluster = own.own_cluster AND f.window_start >= own.own_version
+ASOF LEFT JOIN
+(
+    SELECT DISTINCT toUInt8(1) AS g_one, effective_from AS global_version FROM org_mappings WHERE cluster = '*'
+) AS g ON f.one = g.g_one AND f.window_start >= g.global_version
+GROUP BY f.cluster, hour, f.node, org_version, org_scope, f.gpu_model, f.kind, f.scheduler, f.job_id, f.logical_job,
          f.attempt, f.namespace, f.account, f.user, f.queue, f.workload_kind, f.team_label, f.model
 UNION ALL
 SELECT
     cluster, toStartOfHour(window_start) AS hour, node, {version:UInt64} AS version,
-    toDateTime64(0, 3, 'UTC') AS org_version, '' AS gpu_model, '' AS kind, '' AS scheduler, '' AS job_id,
+    toDateTime64(0, 3, 'UTC') AS org_version, '*' AS org_scope, '' AS gpu_model, '' AS kind, '' AS scheduler, '' AS job_id,
     '' AS logical_job, toUInt16(0) AS attempt, '' AS namespace, '' AS account, '' AS user, '' AS queue,
     '' AS workload_kind, '' AS team_label, '' AS model, 0.0 AS gpu_seconds, 0.0 AS busy_seconds,
     0.0 AS unobserved_seconds

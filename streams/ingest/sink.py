@@ -15,6 +15,7 @@ from datetime import datetime
 import orjson
 
 from pipelines import events as ev
+from pipelines.parsers.reference import ALL_CLUSTERS
 from streams.attribution.attempts import (
     SUPERSEDED,
     AttemptFact,
@@ -66,9 +67,13 @@ def write_batch(wh: Warehouse, messages: Sequence[Message],
     tables, activity = rows_for(events)
     for table, rows in tables.items():
         wh.insert(table, rows)
-    org_versions = [e.data.effective_from for e in events if isinstance(e, ev.OrgMappingEvent)]
-    if org_versions:  # a version applies from its start on, to every cluster's windows (resolved_facts)
-        wh.rebuild_rollup_since(min(org_versions))
+    org_versions: dict[str, datetime] = {}
+    for e in events:
+        if isinstance(e, ev.OrgMappingEvent):
+            since = org_versions.get(e.cluster)
+            org_versions[e.cluster] = e.data.effective_from if since is None else min(since, e.data.effective_from)
+    for cluster, since in sorted(org_versions.items()):  # a version applies from its start on, to its
+        wh.rebuild_rollup_since(since, "" if cluster == ALL_CLUSTERS else cluster)  # cluster ('*': every one)
     if dead:  # to <topic>.dlq; the dead-letter sink copies every .dlq message into the warehouse
         publish_dead_letters(dead)
     jobs = _touched_jobs(events)

@@ -70,7 +70,8 @@ def capacity(cluster: str, node: str, minute: int, kind: str, seconds: float) ->
 
 
 def mapping(effective: datetime, kind: str, key: str, value: str) -> dict[str, Any]:
-    return {"event_id": f"{effective:%d%H%M}-{kind}-{key}", "cluster": "c", "effective_from": effective,
+    # "*": ingested without --cluster, so it applies to both clusters of these tests
+    return {"event_id": f"{effective:%d%H%M}-{kind}-{key}", "cluster": "*", "effective_from": effective,
             "kind": kind, "key": key, "value": value}
 
 

@@ -105,3 +105,12 @@ def test_node_states_carry_the_node_gpu_count() -> None:
                          observed_at="2026-03-02T12:00:00Z")
     states = [e.data for e in result.events if isinstance(e, NodeStateEvent)]
     assert states and all((s.gpus, s.gpu_model) == (8, "h100") for s in states)
+
+
+def test_an_org_file_ingested_without_a_cluster_applies_to_every_cluster() -> None:
+    from pipelines.cli.ingest_cmd import Source, _default_cluster
+    from pipelines.parsers.reference import ALL_CLUSTERS
+
+    assert _default_cluster(Source.org, "prod") == ALL_CLUSTERS
+    assert _default_cluster(Source.pricing, "prod") == "prod"
+    assert _default_cluster(Source.slurm, "prod") == "prod"

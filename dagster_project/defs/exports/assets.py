@@ -45,11 +45,11 @@ def chargeback_monthly(context: AssetExecutionContext, clickhouse: ClickHouseRes
 def chargeback_files(context: AssetExecutionContext, clickhouse: ClickHouseResource, pricing: PricingResource,
                      org: OrgResource, exports: ExportResource) -> dg.MaterializeResult:
     """FinOps FOCUS 1.2 files of the month: all rows, and one file per business unit with only its rows."""
-    first, _, end = month_bounds(context.partition_key)
+    first, start, end = month_bounds(context.partition_key)
     with clickhouse.client() as client:
         books = price_books(pricing, client, default_cluster())
         cb = load_chargeback(client, first.isoformat(), books, share_policy(pricing), default_cluster())
-        units = business_units(org, client, end)
+        units = business_units(org, client, start, end)
     paths: list[Path] = []
     for fmt in exports.formats:
         if fmt not in ("csv", "parquet"):

@@ -47,7 +47,8 @@ def export_chargeback(client: Client, period: str, out: Path, fmt: FileFormat, b
                       default_cluster: str, cfg: FocusConfig | None = None) -> ExportResult:
     cfg = cfg or FocusConfig()
     cb = load_chargeback(client, period, books_from_warehouse(client), SharePolicy(), default_cluster)
-    known = [str(r["business_unit"]) for r in rows(client, "chargeback_business_units", {"end": cb.end})]
+    known = [str(r["business_unit"]) for r in rows(client, "chargeback_business_units",
+                                                    {"start": cb.start, "end": cb.end})]
     present = {str(ln["business_unit"]) for ln in cb.lines}
     if business_unit is not None and business_unit not in known and business_unit not in present:
         raise ExportRefused(f"no business unit {business_unit!r} in {period} (known: {', '.join(known) or 'none'})")

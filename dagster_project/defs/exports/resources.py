@@ -11,9 +11,10 @@ from dagster_project.defs.common.warehouse import rows
 from dagster_project.defs.exports.focus import FocusConfig
 
 
-def business_units(org: OrgResource, client: Client, end: datetime) -> list[str]:
-    """Business units of the org mapping in force before ``end``, plus configured extra ones."""
-    known = [str(r["business_unit"]) for r in rows(client, "chargeback_business_units", {"end": end})]
+def business_units(org: OrgResource, client: Client, start: datetime, end: datetime) -> list[str]:
+    """Business units of the org mapping versions in force in [start, end), plus configured extra ones."""
+    known = [str(r["business_unit"]) for r in rows(client, "chargeback_business_units",
+                                                    {"start": start, "end": end})]
     return sorted(set(known) | set(org.extra_business_units))
 
 

@@ -52,7 +52,7 @@ WINDOWS_SQL = """
 INSERT INTO fact_windows
 SELECT 'bench' AS cluster, concat('node-', toString(intDiv(number, {windows:UInt64}))) AS node,
        toDateTime64({start:DateTime64(3, 'UTC')}, 3, 'UTC') + toIntervalMinute(number % {windows:UInt64}),
-       toUInt64(1), 480.0, toUInt32(8), 8.0 AS physical_gpus, 0.0 AS conflict_seconds
+       toUInt64(1), 480.0, toUInt32(8), 8.0 AS physical_gpus, 0.0 AS conflict_seconds, toUInt32(60) AS window_seconds
 FROM numbers({rows:UInt64})
 """
 

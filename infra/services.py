@@ -27,7 +27,7 @@ from streams import rollup
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 ROLLUP_MIGRATION = "0007_usage_hourly.sql"
-ORG_SCOPE_MIGRATION = "0014_org_per_cluster.sql"
+ORG_SCOPE_MIGRATION = "0014_resolved_views_v2.sql"
 
 Say = Callable[[str], None]
 

@@ -53,6 +53,7 @@ class NodeFacts:
     processed_seq: int
     # per window start: the node's physical GPUs and the claims beyond them
     inventory: dict[datetime, tuple[float, list[Conflict]]] | None = None
+    window_seconds: int = 0
 
 
 def now_seq() -> int:
@@ -198,6 +199,7 @@ class Warehouse:
                 physical, found = inventory.get(w, (0.0, []))
                 windows.append({"cluster": item.cluster, "node": item.node, "window_start": w, "version": version,
                                 "capacity_seconds": per_window[w], "rows": counts[w], "physical_gpus": physical,
+                                "window_seconds": item.window_seconds,
                                 "conflict_seconds": sum(c.claimed_seconds - c.capacity_seconds for c in found)})
                 conflicts.extend({"cluster": item.cluster, "node": item.node, "window_start": w, "version": version,
                                   "gpu_uuid": c.gpu_uuid, "claimed_seconds": c.claimed_seconds,

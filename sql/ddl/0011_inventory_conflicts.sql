@@ -2,10 +2,12 @@
 --
 -- `physical_gpus` is the number of physical GPUs the node had in the window (GPUs seen recently,
 -- its declared allocatable/gres count, GPUs named by placements): the conservation check compares
--- `capacity_seconds` with `physical_gpus * window_seconds`, not with the facts' own sum.
+-- `capacity_seconds` with `physical_gpus * window_seconds` (the window's length), not with the
+-- facts' own sum.
 -- `conflict_seconds` is what claims on the node's GPUs asked for beyond their capacity (scaled
 -- down so capacity holds, and listed in `attribution_conflicts`).
 ALTER TABLE fact_windows ADD COLUMN IF NOT EXISTS physical_gpus Float64 DEFAULT 0;
+ALTER TABLE fact_windows ADD COLUMN IF NOT EXISTS window_seconds UInt32 DEFAULT 0;
 ALTER TABLE fact_windows ADD COLUMN IF NOT EXISTS conflict_seconds Float64 DEFAULT 0;
 
 -- One row per (window, node, GPU) whose claims exceeded it; written with the window's facts and

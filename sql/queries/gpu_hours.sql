@@ -80,7 +80,7 @@ FROM
         (
             SELECT cluster AS a_cluster, scheduler AS a_scheduler, job_id AS a_job_id, attempt AS a_attempt,
                    outcome AS a_outcome, failure_reason AS a_reason
-            FROM job_attempts FINAL
+            FROM attempt_outcomes
         ) AS a ON a.a_cluster = g.cluster AND a.a_scheduler = g.scheduler AND a.a_job_id = g.job_id
               AND a.a_attempt = g.attempt
     ) AS h

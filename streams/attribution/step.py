@@ -142,7 +142,7 @@ def _compute_group(wh: Warehouse, settings: Settings, group: list[Plan], report:
                                     inputs.get(p.node))
         windows = [to_utc(t) for t in _frange(p.start, p.end, w)]
         inventory = {to_utc(t): v for t, v in result.windows.items()}
-        batch.append(NodeFacts(cluster, p.node, windows, result.facts, to_utc(p.end), p.processed_seq, inventory))
+        batch.append(NodeFacts(cluster, p.node, windows, result.facts, to_utc(p.end), p.processed_seq, inventory, w))
         report.windows += len(windows)
         report.facts += len(result.facts)
     wh.write_fact_batch(batch)

@@ -139,3 +139,23 @@ def test_capacity_is_the_physical_gpus_in_every_window(warehouse: Warehouse, iso
         "SELECT gpu_uuid, sum(claimed_seconds - capacity_seconds), any(owners) FROM attribution_conflicts FINAL "
         "GROUP BY gpu_uuid").result_rows
     assert conflicts == [("GPU-20", pytest.approx(20 * 60.0), ["kubernetes:ns/a#1", "kubernetes:ns/b#1"])]
+
+
+def test_a_failure_with_a_fatal_xid_at_its_end_is_a_gpu_error(warehouse: Warehouse) -> None:
+    def failed(job: str, node: str, end_min: int) -> ev.Envelope:
+        return _alloc(job, 1, node, 0, end_min, outcome="failure", failure_reason="app_error",
+                      scheduler_state="FAILED", exit_code=1)
+
+    def xid_sample(node: str, minute: float, xid: int) -> ev.Envelope:
+        t = T0 + timedelta(minutes=minute)
+        return _env("gpu.sample", t, {"node": node, "interval_s": 30, "gpus": [
+            {"uuid": f"GPU-{node}", "index": 0, "model": H100, "gr_engine_active": 0.0, "xid": xid}]}, "dcgm", node)
+
+    _write(warehouse, [failed("81", "x1", 60), failed("82", "x2", 60), failed("83", "x3", 60), failed("84", "x4", 60)])
+    # samples arrive after the attempts were recorded; only x1 and x2 show a fatal XID near the end
+    _write(warehouse, [xid_sample("x1", 58, 48), xid_sample("x2", 60.5, 79), xid_sample("x3", 40, 48),
+                       xid_sample("x4", 59, 13)])
+    got = dict(warehouse.client.query("SELECT job_id, failure_reason FROM attempt_outcomes").result_rows)
+    assert got == {"81": "gpu_error", "82": "node_failure", "83": "app_error", "84": "app_error"}
+    scheduler = dict(warehouse.client.query("SELECT job_id, scheduler_reason FROM attempt_outcomes").result_rows)
+    assert set(scheduler.values()) == {"app_error"}  # the scheduler's own words are kept beside it

@@ -94,14 +94,14 @@ def fact_rows() -> tuple[list[list[object]], list[list[object]]]:
                               wl_model, float(secs), float(busy), float(unobs), 0.0])
                 per_node[node] += 1
         for node, n in per_node.items():
-            windows.append(["c1", node, ws, 1, 7200.0, n])
+            windows.append(["c1", node, ws, 1, 7200.0, n, 2.0, 3600])  # two GPUs per node, 1 h windows
     # a late correction of hour 49 on n2: j3 did not hold g-n2-0 after all (version 2 of that window)
     ws = T0 + timedelta(hours=49)
     facts.append([_id("n2", "g-n2-0", ws, "fix"), 2, "c1", ws, 3600, "n2", "g-n2-0", "g-n2-0", "A100", "unallocated",
                   "", "", "", 0, "", "", "", "", "", "", "", 3600.0, 0.0, 0.0, 0.0])
     facts.append([_id("n2", "g-n2-1", ws, "fix"), 2, "c1", ws, 3600, "n2", "g-n2-1", "g-n2-1", "A100", "unallocated",
                   "", "", "", 0, "", "", "", "", "", "", "", 3600.0, 0.0, 0.0, 0.0])
-    windows.append(["c1", "n2", ws, 2, 7200.0, 2])
+    windows.append(["c1", "n2", ws, 2, 7200.0, 2, 2.0, 3600])
     return facts, windows
 
 
@@ -214,7 +214,8 @@ def load_fixture_rows(settings: Settings) -> None:
         facts, windows = fact_rows()
         client.insert("gpu_usage_facts", facts, column_names=FACT_COLS)
         client.insert("fact_windows", windows, column_names=["cluster", "node", "window_start", "version",
-                                                             "capacity_seconds", "rows"])
+                                                             "capacity_seconds", "rows", "physical_gpus",
+                                                             "window_seconds"])
         client.insert("job_attempts", attempt_rows(), column_names=ATTEMPT_COLS)
         reference_rows(client)
         rollup.rebuild_stale(client, datetime(1970, 1, 1, tzinfo=UTC))  # as the workers do after facts and org versions

@@ -1,4 +1,4 @@
-"""Checks on usage: every GPU-second of capacity is in exactly one usage row."""
+"""Checks on usage: every GPU-second of the physical GPUs is in exactly one usage row."""
 
 # Dagster inspects these functions' annotations when it builds the definitions, so they stay real
 # objects here (no `from __future__ import annotations` in asset and check modules).
@@ -18,14 +18,22 @@ TOLERANCE_S = 1e-3
 @dg.asset_check(asset=gpu_usage_daily, blocking=True)
 def gpu_usage_daily_gpu_seconds_conserved(context: AssetCheckExecutionContext,
                                           clickhouse: ClickHouseResource) -> dg.AssetCheckResult:
-    """The day's usage rows hold exactly the capacity GPU-seconds of the day's latest fact windows."""
+    """The day's usage rows hold exactly the physical GPUs' capacity: per cluster, their GPU-seconds
+    equal Σ physical GPUs × window over the day's written windows, and per node and window the
+    current facts (allocated + unallocated + unavailable) equal its physical GPUs × window."""
     day, start, end = day_bounds(partition_of(context))
+    params = {"start": start, "end": end}
     with clickhouse.client() as client:
-        capacity = {r["cluster"]: float(r["capacity_seconds"])
-                    for r in rows(client, "usage_daily_capacity", {"start": start, "end": end})}
+        capacity = {r["cluster"]: float(r["capacity_seconds"]) for r in rows(client, "usage_daily_capacity", params)}
         usage = {r["cluster"]: float(r["gpu_seconds"]) for r in rows(client, "usage_daily_totals", {"day": day})}
-    gaps = {c: usage.get(c, 0.0) - capacity.get(c, 0.0) for c in sorted(set(capacity) | set(usage))}
-    bad = {c: g for c, g in gaps.items() if abs(g) > TOLERANCE_S}
-    return dg.AssetCheckResult(passed=not bad, metadata={"capacity_seconds": sum(capacity.values()),
-                                                         "usage_seconds": sum(usage.values()),
-                                                         "clusters_off": str(bad)})
+        gaps = rows(client, "usage_inventory_gaps", {**params, "limit": 5})
+    diffs = {c: usage.get(c, 0.0) - capacity.get(c, 0.0) for c in sorted(set(capacity) | set(usage))}
+    bad = {c: g for c, g in diffs.items() if abs(g) > TOLERANCE_S}
+    first = (f"{gaps[0]['cluster']}/{gaps[0]['node']} at {gaps[0]['window_start']}: facts "
+             f"{float(gaps[0]['fact_seconds'] or 0):.3f} s, physical GPUs {float(gaps[0]['physical_seconds']):.3f} s"
+             if gaps else "")
+    return dg.AssetCheckResult(
+        passed=not bad and not gaps,
+        description=first or None,
+        metadata={"physical_capacity_seconds": sum(capacity.values()), "usage_seconds": sum(usage.values()),
+                  "clusters_off": str(bad), "first_windows_off": first})

@@ -9,6 +9,56 @@
 -- rollup's rebuild (sql/queries/usage_hourly_rebuild.sql, which stores org_version and org_scope);
 -- everything else reads those two.
 
+-- Failure reasons (docs/ATTRIBUTION.md "Attempts and failure waste"): an attempt the scheduler
+-- reports as an application error (or without a reason) whose node showed a fatal XID between
+-- 5 minutes before its end and 1 minute after failed because of its GPU: `gpu_error`, or
+-- `node_failure` for XID 79 (fallen off the bus). Resolved when reading (`attempt_outcomes`), so
+-- XID samples that arrive after the attempt's end still count.
+CREATE TABLE IF NOT EXISTS gpu_fatal_xids
+(
+    cluster LowCardinality(String),
+    node LowCardinality(String),
+    uuid String,
+    time DateTime64(3, 'UTC'),
+    xid UInt16
+)
+ENGINE = ReplacingMergeTree
+PARTITION BY toYYYYMM(time)
+-- looked up per (cluster, node) around an attempt's end
+ORDER BY (cluster, node, time, uuid);
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS gpu_fatal_xids_mv TO gpu_fatal_xids AS
+SELECT cluster, node, uuid, time, assumeNotNull(xid) AS xid
+FROM gpu_samples
+WHERE xid IN (48, 63, 64, 74, 79, 92, 94, 95, 119, 120);
+
+INSERT INTO gpu_fatal_xids
+SELECT cluster, node, uuid, time, assumeNotNull(xid)
+FROM gpu_samples
+WHERE xid IN (48, 63, 64, 74, 79, 92, 94, 95, 119, 120);
+
+CREATE OR REPLACE VIEW attempt_outcomes AS
+SELECT
+    a.* EXCEPT (failure_reason),
+    if(x.fatal_xid = 0, a.failure_reason, if(x.fatal_xid = 79, 'node_failure', 'gpu_error')) AS failure_reason,
+    a.failure_reason AS scheduler_reason
+FROM job_attempts AS a FINAL
+LEFT JOIN
+(
+    SELECT f.cluster AS x_cluster, f.scheduler AS x_scheduler, f.job_id AS x_job_id, f.attempt AS x_attempt,
+           if(countIf(g.xid = 79) > 0, 79, max(g.xid)) AS fatal_xid
+    FROM
+    (
+        SELECT cluster, scheduler, job_id, attempt, end_time, arrayJoin(nodes) AS node
+        FROM job_attempts FINAL
+        WHERE outcome = 'failure' AND failure_reason IN ('app_error', 'unknown', '') AND end_time IS NOT NULL
+    ) AS f
+    INNER JOIN gpu_fatal_xids AS g ON g.cluster = f.cluster AND g.node = f.node
+    WHERE g.time >= f.end_time - toIntervalSecond(300) AND g.time <= f.end_time + toIntervalSecond(60)
+    GROUP BY x_cluster, x_scheduler, x_job_id, x_attempt
+) AS x ON x.x_cluster = a.cluster AND x.x_scheduler = a.scheduler AND x.x_job_id = a.job_id
+      AND x.x_attempt = a.attempt;
+
 CREATE OR REPLACE VIEW org_mapping_rows AS
 SELECT cluster, kind, key, effective_from, argMax(value, ingested_at) AS value
 FROM org_mappings
@@ -67,7 +117,7 @@ FROM
     (
         SELECT cluster AS a_cluster, scheduler AS a_scheduler, job_id AS a_job_id, attempt AS a_attempt,
                outcome AS a_outcome, failure_reason AS a_reason
-        FROM job_attempts FINAL
+        FROM attempt_outcomes
     ) AS a ON a.a_cluster = o.cluster AND a.a_scheduler = o.scheduler AND a.a_job_id = o.job_id
           AND a.a_attempt = o.attempt
 ) AS t
@@ -100,7 +150,7 @@ FROM
     (
         SELECT cluster AS a_cluster, scheduler AS a_scheduler, job_id AS a_job_id, attempt AS a_attempt,
                outcome AS a_outcome, failure_reason AS a_reason
-        FROM job_attempts FINAL
+        FROM attempt_outcomes
     ) AS a ON a.a_cluster = h.cluster AND a.a_scheduler = h.scheduler AND a.a_job_id = h.job_id
           AND a.a_attempt = h.attempt
 ) AS t
@@ -108,3 +158,38 @@ LEFT JOIN
 (
     SELECT cluster AS scope, key, effective_from, value FROM org_mapping_rows WHERE kind = 'team_business_unit'
 ) AS bu ON bu.scope = t.org_scope AND bu.key = t.team AND bu.effective_from = t.org_version;
+
+-- The failed GPU-seconds of each fact row, and the part of them lost: held after the attempt's
+-- last completed checkpoint. A window that holds the checkpoint loses the part of the attempt's
+-- time in it after the checkpoint (an attempt holds its GPUs evenly within a window), so lost work
+-- per attempt is its record's, and never more than its failed GPU-seconds in any range.
+CREATE OR REPLACE VIEW failed_facts AS
+SELECT
+    *,
+    gpu_seconds * if(last_checkpoint IS NULL, 1.0,
+                     greatest(held_hi - greatest(held_lo, checkpoint_s), 0) / greatest(held_hi - held_lo, 1e-9))
+        AS lost_seconds
+FROM
+(
+    SELECT
+        f.*,
+        a.last_checkpoint AS last_checkpoint,
+        a.lost_gpu_seconds AS attempt_lost_gpu_seconds,
+        a.gpu_seconds AS attempt_gpu_seconds,
+        a.nodes AS attempt_nodes,
+        a.scheduler_state AS attempt_scheduler_state,
+        a.end_time AS attempt_end,
+        greatest(toUnixTimestamp64Milli(f.window_start) / 1000, a.a_start) AS held_lo,
+        least(toUnixTimestamp64Milli(f.window_start) / 1000 + f.window_seconds, a.a_end) AS held_hi,
+        toUnixTimestamp64Milli(ifNull(a.last_checkpoint, toDateTime64(0, 3, 'UTC'))) / 1000 AS checkpoint_s
+    FROM (SELECT * FROM resolved_facts WHERE kind = 'allocated' AND outcome = 'failure') AS f
+    LEFT JOIN
+    (
+        SELECT cluster AS a_cluster, scheduler AS a_scheduler, job_id AS a_job_id, attempt AS a_attempt,
+               last_checkpoint, lost_gpu_seconds, gpu_seconds, nodes, scheduler_state, end_time,
+               toUnixTimestamp64Milli(ifNull(start_time, toDateTime64(0, 3, 'UTC'))) / 1000 AS a_start,
+               toUnixTimestamp64Milli(ifNull(end_time, toDateTime64('2200-01-01 00:00:00', 3, 'UTC'))) / 1000 AS a_end
+        FROM job_attempts FINAL
+    ) AS a ON a.a_cluster = f.cluster AND a.a_scheduler = f.scheduler AND a.a_job_id = f.job_id
+          AND a.a_attempt = f.attempt
+);

@@ -1,0 +1,97 @@
+"""The blocking checks can fail: conservation against the physical GPUs (not the facts' own sum),
+and lost work against the attempts' own records; lost work never exceeds failed work in a report
+range that cuts an attempt."""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+
+import dagster as dg
+import pytest
+
+from dagster_project.definitions import defs
+from dagster_project.defs.common.resources import ClickHouseResource
+from pipelines.settings import Settings
+from sql import load_query
+from sql.client import get_client
+from tests.integration.test_dagster_assets import FACT_COLS, T0, load_fixture_rows
+
+pytestmark = pytest.mark.integration
+
+
+def _check(settings: Settings, asset_name: str, check_name: str, day: str) -> dg.AssetCheckEvaluation:
+    assets = [a for a in defs.assets or [] if isinstance(a, dg.AssetsDefinition) and a.key.path[-1] == asset_name]
+    checks = [c for c in defs.asset_checks or [] if isinstance(c, dg.AssetChecksDefinition)
+              and any(s.name == check_name for s in c.check_specs)]
+    result = dg.materialize([*assets, *checks], partition_key=day, raise_on_error=False,
+                            resources={"clickhouse": ClickHouseResource.from_settings(settings)})
+    [evaluation] = [e for e in result.get_asset_check_evaluations() if e.check_name == check_name]
+    return evaluation
+
+
+@pytest.fixture
+def warehouse(isolated_settings: Settings) -> Settings:
+    load_fixture_rows(isolated_settings)
+    return isolated_settings
+
+
+def test_conservation_fails_when_a_window_lacks_a_physical_gpu(warehouse: Settings) -> None:
+    ok = _check(warehouse, "gpu_usage_daily", "gpu_usage_daily_gpu_seconds_conserved", "2026-03-14")
+    assert ok.passed
+    # a rewrite of n1's 03:00 window that lost one of its two GPUs: the facts still sum to their own
+    # capacity row, but not to the node's physical GPUs
+    ws = T0 + timedelta(hours=3)
+    version = time.time_ns()
+    client = get_client(warehouse)
+    try:
+        client.insert("gpu_usage_facts", [["gone", version, "c1", ws, 3600, "n1", "g-n1-0", "g-n1-0", "H100",
+                                           "unallocated", "", "", "", 0, "", "", "", "", "", "", "", 3600.0, 0.0,
+                                           3600.0, 0.0]], column_names=FACT_COLS)
+        client.insert("fact_windows", [["c1", "n1", ws, version, 3600.0, 1, 2.0, 3600]],
+                      column_names=["cluster", "node", "window_start", "version", "capacity_seconds", "rows",
+                                    "physical_gpus", "window_seconds"])
+    finally:
+        client.close()
+    bad = _check(warehouse, "gpu_usage_daily", "gpu_usage_daily_gpu_seconds_conserved", "2026-03-14")
+    assert not bad.passed
+    assert "c1/n1 at 2026-03-14 03:00:00" in (bad.description or "")
+    assert "facts 3600.000 s, physical GPUs 7200.000 s" in (bad.description or "")
+
+
+def test_lost_work_check_fails_when_the_facts_exceed_the_attempt_record(warehouse: Settings) -> None:
+    assert _check(warehouse, "failure_waste_daily", "failure_waste_daily_lost_within_failed", "2026-03-14").passed
+    client = get_client(warehouse)
+    try:  # the attempt's record now says it held half of what the facts give it
+        client.command("INSERT INTO job_attempts SELECT * REPLACE (version + 1 AS version, gpu_seconds / 2 AS "
+                       "gpu_seconds) FROM job_attempts FINAL WHERE job_id = 'k-search-a'")
+    finally:
+        client.close()
+    assert not _check(warehouse, "failure_waste_daily", "failure_waste_daily_lost_within_failed",
+                      "2026-03-14").passed
+
+
+def test_lost_work_is_clipped_to_the_report_range_and_counts_the_checkpoint_window(warehouse: Settings) -> None:
+    client = get_client(warehouse)
+    try:
+        def failures(start_h: float, end_h: float) -> tuple[float, float]:
+            rows = client.query(load_query("failures"), parameters={
+                "start": T0 + timedelta(hours=start_h), "end": T0 + timedelta(hours=end_h), "cluster": "",
+                "limit": 10}).result_rows
+            [row] = [r for r in rows if r[3] == "search-ns/k-search" and r[4] == 1]
+            return float(row[5]), float(row[6])
+
+        # k-search-a: failed after 10 h, last checkpoint at 6 h → 4 h lost of 10 h
+        assert failures(0, 24) == pytest.approx((10.0, 4.0))
+        assert failures(0, 7) == pytest.approx((7.0, 1.0))  # the range cuts it: lost within failed
+        assert failures(8, 24) == pytest.approx((2.0, 2.0))
+        # a checkpoint at 06:30 loses the second half of the 06:00 window too, not only the windows after it
+        client.command("INSERT INTO job_attempts SELECT * REPLACE (version + 1 AS version, last_checkpoint + "
+                       "toIntervalMinute(30) AS last_checkpoint) FROM job_attempts FINAL WHERE job_id = 'k-search-a'")
+        assert failures(0, 24) == pytest.approx((10.0, 3.5))
+        waste = client.query(load_query("waste_failure_daily"), parameters={
+            "start": T0, "end": T0 + timedelta(days=1)}).result_rows
+        [row] = [r for r in waste if r[9] == "k-search-a"]
+        assert (row[12], row[13]) == pytest.approx((10 * 3600.0, 3.5 * 3600.0))
+    finally:
+        client.close()

@@ -173,12 +173,28 @@ def status(settings: Settings) -> dict[str, Any]:
     services["kafka"] = {**services.get("kafka", {}), "answers": kafka_ok, "address": settings.bootstrap_servers}
     services["clickhouse"] = {**services.get("clickhouse", {}), "answers": ch_ok,
                               "address": settings.clickhouse_endpoint_url}
-    result: dict[str, Any] = {"services": services, "topics": {}, "tables": {}, "dead_letters": {}}
+    result: dict[str, Any] = {"services": services, "topics": {}, "tables": {}, "dead_letters": {}, "conflicts": {}}
     if kafka_ok:
         result["topics"] = broker.end_offsets(settings)
     if ch_ok:
         result["tables"], result["dead_letters"] = _table_counts(settings)
+        if "attribution_conflicts" in result["tables"]:
+            result["conflicts"] = _conflict_counts(settings)
     return result
+
+
+def _conflict_counts(settings: Settings) -> dict[str, int]:
+    """Windows (of their latest write) with claims beyond a GPU, per cluster (`report conflicts`)."""
+    client = get_client(settings)
+    try:
+        rows = client.query(
+            "SELECT c.cluster, count() FROM attribution_conflicts AS c FINAL INNER JOIN (SELECT cluster, node, "
+            "window_start, max(version) AS latest FROM fact_windows GROUP BY cluster, node, window_start) AS w "
+            "ON w.cluster = c.cluster AND w.node = c.node AND w.window_start = c.window_start "
+            "AND w.latest = c.version GROUP BY c.cluster ORDER BY c.cluster").result_rows
+        return {str(cluster): int(count) for cluster, count in rows}
+    finally:
+        client.close()
 
 
 def _table_counts(settings: Settings) -> tuple[dict[str, int], dict[str, int]]:

@@ -25,7 +25,8 @@ from sql import load_query
 from sql.client import get_client
 from sql.values import plain
 
-report_app = typer.Typer(help="Reports on GPU-hours, failures, queue time, idle capacity and benchmarks.",
+report_app = typer.Typer(help="Reports on GPU-hours, failures, queue time, idle capacity, conflicting claims "
+                              "and benchmarks.",
                          no_args_is_help=True)
 
 
@@ -162,6 +163,15 @@ def idle(by: Annotated[IdleBy, typer.Option(help="group by")] = IdleBy.team, sta
     a, b = time_range(start, end)
     cols, rows = run_query("idle", {"by": by.value, "start": a, "end": b, "cluster": cluster or ""})
     emit(cols, rows, format, f"idle by {by.value}")
+
+
+@report_app.command("conflicts")
+def conflicts(start: FromOpt = None, end: ToOpt = None, cluster: ClusterOpt = None,
+              format: FormatOpt = Format.table) -> None:
+    """Claims beyond a GPU's capacity (conflicting scheduler data), scaled down and listed here."""
+    a, b = time_range(start, end)
+    cols, rows = run_query("conflicts", {"start": a, "end": b, "cluster": cluster or ""})
+    emit(cols, rows, format, "conflicting claims")
 
 
 @report_app.command("benchmarks")

@@ -75,6 +75,7 @@ def status(
     _print_counts("topics (end offset)", result["topics"])
     _print_counts("tables (rows)", result["tables"])
     _print_counts("dead letters by topic", result["dead_letters"])
+    _print_counts("conflicting claims (GPU-windows, see `report conflicts`)", result.get("conflicts", {}))
 
 
 def _print_counts(title: str, counts: dict[str, int]) -> None:

@@ -1,27 +1,39 @@
 -- GPU-seconds of [start, end) per cluster, GPU model, rate segment, kind and owner, for pricing.
 -- A window's segment is the latest price boundary at or before its start ({bounds}: every rate
 -- version's effective_from; 1970-01-01 when none applies yet). lost_seconds: failed attempts'
--- windows at or after their last completed checkpoint (the work a retry redoes).
-SELECT
-    f.cluster AS cluster,
-    f.gpu_model AS gpu_model,
-    arrayMax(arrayFilter(b -> b <= f.window_start,
-                         arrayPushFront({bounds:Array(DateTime64(3, 'UTC'))}, toDateTime64(0, 3, 'UTC')))) AS segment_start,
-    f.kind AS kind,
-    if(f.kind = 'allocated', f.business_unit, '') AS business_unit,
-    if(f.kind = 'allocated', f.team, '') AS team,
-    if(f.kind = 'allocated', f.model, '') AS model,
-    sum(f.gpu_seconds) AS gpu_seconds,
-    sum(f.busy_seconds) AS busy_seconds,
-    sum(f.unobserved_seconds) AS unobserved_seconds,
-    sumIf(f.gpu_seconds, f.kind = 'allocated' AND f.outcome = 'failure'
-                         AND (a.last_checkpoint IS NULL OR f.window_start >= a.last_checkpoint)) AS lost_seconds
-FROM resolved_facts AS f
+-- GPU-seconds held after their last completed checkpoint (the work a retry redoes), as
+-- failed_facts computes them (the checkpoint's own window counts its part after the checkpoint).
+SELECT g.cluster AS cluster, g.gpu_model AS gpu_model, g.segment_start AS segment_start, g.kind AS kind,
+       g.business_unit_ AS business_unit, g.team_ AS team, g.model_ AS model, g.gpu_seconds AS gpu_seconds,
+       g.busy_seconds AS busy_seconds, g.unobserved_seconds AS unobserved_seconds, ifNull(l.lost, 0.0) AS lost_seconds
+FROM
+(
+    SELECT
+        cluster, gpu_model,
+        arrayMax(arrayFilter(b -> b <= window_start,
+                             arrayPushFront({bounds:Array(DateTime64(3, 'UTC'))}, toDateTime64(0, 3, 'UTC')))) AS segment_start,
+        kind,
+        if(kind = 'allocated', business_unit, '') AS business_unit_,
+        if(kind = 'allocated', team, '') AS team_,
+        if(kind = 'allocated', model, '') AS model_,
+        sum(gpu_seconds) AS gpu_seconds,
+        sum(busy_seconds) AS busy_seconds,
+        sum(unobserved_seconds) AS unobserved_seconds
+    FROM resolved_facts
+    WHERE window_start >= {start:DateTime64(3, 'UTC')} AND window_start < {end:DateTime64(3, 'UTC')}
+    GROUP BY cluster, gpu_model, segment_start, kind, business_unit_, team_, model_
+) AS g
 LEFT JOIN
 (
-    SELECT cluster AS a_cluster, scheduler AS a_scheduler, job_id AS a_job_id, attempt AS a_attempt, last_checkpoint
-    FROM job_attempts FINAL
-) AS a ON a.a_cluster = f.cluster AND a.a_scheduler = f.scheduler AND a.a_job_id = f.job_id AND a.a_attempt = f.attempt
-WHERE f.window_start >= {start:DateTime64(3, 'UTC')} AND f.window_start < {end:DateTime64(3, 'UTC')}
-GROUP BY cluster, gpu_model, segment_start, kind, business_unit, team, model
+    SELECT
+        cluster AS l_cluster, gpu_model AS l_gpu_model,
+        arrayMax(arrayFilter(b -> b <= window_start,
+                             arrayPushFront({bounds:Array(DateTime64(3, 'UTC'))}, toDateTime64(0, 3, 'UTC')))) AS l_segment,
+        business_unit AS l_business_unit, team AS l_team, model AS l_model, sum(lost_seconds) AS lost
+    FROM failed_facts
+    WHERE window_start >= {start:DateTime64(3, 'UTC')} AND window_start < {end:DateTime64(3, 'UTC')}
+    GROUP BY l_cluster, l_gpu_model, l_segment, l_business_unit, l_team, l_model
+) AS l ON g.kind = 'allocated' AND l.l_cluster = g.cluster AND l.l_gpu_model = g.gpu_model
+      AND l.l_segment = g.segment_start AND l.l_business_unit = g.business_unit_ AND l.l_team = g.team_
+      AND l.l_model = g.model_
 ORDER BY cluster, gpu_model, segment_start, kind, business_unit, team, model

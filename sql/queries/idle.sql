@@ -1,5 +1,6 @@
 -- Idle capacity in [start, end): allocated-but-idle GPU-hours per team / node / GPU model, and the
--- unallocated and unavailable capacity beside it.
+-- unallocated and unavailable capacity beside it, with the busy time on GPUs nobody held (a rogue
+-- process or missing scheduler data: "busy without an owner").
 SELECT
     multiIf({by:String} = 'node', toString(node), {by:String} = 'gpu_model', toString(gpu_model),
             {by:String} = 'business_unit', business_unit, team) AS key,
@@ -7,6 +8,7 @@ SELECT
     sumIf(gpu_seconds, kind = 'allocated') / 3600 AS allocated_gpu_hours,
     sumIf(gpu_seconds, kind = 'unallocated') / 3600 AS unallocated_gpu_hours,
     sumIf(gpu_seconds, kind = 'unavailable') / 3600 AS unavailable_gpu_hours,
+    sumIf(busy_seconds, kind = 'unallocated') / 3600 AS unowned_busy_gpu_hours,
     if(sumIf(gpu_seconds, kind = 'allocated') > 0,
        sumIf(gpu_seconds - busy_seconds - unobserved_seconds, kind = 'allocated') / sumIf(gpu_seconds, kind = 'allocated'),
        0) AS idle_share

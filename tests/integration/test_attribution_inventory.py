@@ -159,3 +159,41 @@ def test_a_failure_with_a_fatal_xid_at_its_end_is_a_gpu_error(warehouse: Warehou
     assert got == {"81": "gpu_error", "82": "node_failure", "83": "app_error", "84": "app_error"}
     scheduler = dict(warehouse.client.query("SELECT job_id, scheduler_reason FROM attempt_outcomes").result_rows)
     assert set(scheduler.values()) == {"app_error"}  # the scheduler's own words are kept beside it
+
+
+def test_conflicts_and_busy_without_an_owner_reach_the_reports(
+        warehouse: Warehouse, isolated_settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from infra.services import status
+    from pipelines.cli.report_cmd import report_app
+    from pipelines.settings import reset_settings
+    from sql import load_query
+
+    # GPU-30 busy at 0.5 the whole time; nobody holds it until two pods claim it at +60..+90 min
+    rows = _samples("n3", {"GPU-30": 0}, {})
+    _write(warehouse, [*rows,
+                       _alloc("ns/a", 1, "n3", 60, 90, scheduler="kubernetes", device_ids=["GPU-30"], uid="a"),
+                       _alloc("ns/b", 1, "n3", 60, 90, scheduler="kubernetes", device_ids=["GPU-30"], uid="b")])
+    _step(warehouse, isolated_settings)
+    end = T0 + timedelta(hours=HOURS)
+    got = {r[0]: r for r in warehouse.client.query(load_query("gpu_hours"), parameters={
+        "by": "team", "start": T0, "end": end, "cluster": ""}).result_rows}
+    assert got["__unallocated__"][2] == pytest.approx((HOURS - 0.5) * 0.5)  # busy without an owner
+    idle = warehouse.client.query(load_query("idle"), parameters={
+        "by": "node", "start": T0, "end": end, "cluster": ""}).named_results()
+    assert [round(r["unowned_busy_gpu_hours"], 6) for r in idle] == [round((HOURS - 0.5) * 0.5, 6)]
+
+    monkeypatch.setenv("GPULEDGER_CLICKHOUSE_URL", isolated_settings.clickhouse_endpoint_url)
+    monkeypatch.setenv("GPULEDGER_CLICKHOUSE_DATABASE", isolated_settings.clickhouse_database)
+    reset_settings()
+    res = CliRunner().invoke(report_app, ["conflicts", "--from", T0.isoformat(), "--to", end.isoformat(),
+                                          "--format", "json"])
+    assert res.exit_code == 0, res.output
+    [row] = json.loads(res.output)
+    assert (row["node"], row["gpu"], row["windows"]) == ("n3", "GPU-30", 30)
+    assert row["excess_gpu_hours"] == pytest.approx(0.5)
+    assert row["owners"] == ["kubernetes:ns/a#1", "kubernetes:ns/b#1"]
+    assert status(isolated_settings)["conflicts"] == {"c1": 30}

@@ -62,6 +62,9 @@ def chargeback(
     typer.echo(f"{period}: total {result.total} {result.currency} = business units "
                f"{result.total - result.platform} + platform remainder {result.platform} "
                f"({result.lines} lines, from {result.source})")
+    if result.changed_since is not None:
+        typer.echo(f"note: {period} changed after its export of {result.changed_since:%Y-%m-%d %H:%M:%S} UTC "
+                   "(late data or a late failure); these files replace it")
     for path in result.paths:
         typer.echo(str(path))
 

@@ -3,6 +3,7 @@
 # Dagster inspects these functions' annotations when it builds the definitions, so they stay real
 # objects here (no `from __future__ import annotations` in asset and check modules).
 
+from decimal import Decimal
 from pathlib import Path
 
 import dagster as dg
@@ -15,6 +16,7 @@ from dagster_project.defs.costs.monthly import term_totals
 from dagster_project.defs.costs.resources import default_cluster, price_books, share_policy
 from dagster_project.defs.exports.export import load_chargeback, write_files
 from dagster_project.defs.exports.partitions import month_bounds, monthly_partitions
+from dagster_project.defs.exports.reports import record_export
 from dagster_project.defs.exports.resources import (
     ClickHouseResource,
     ExportResource,
@@ -55,5 +57,11 @@ def chargeback_files(context: AssetExecutionContext, clickhouse: ClickHouseResou
         if fmt not in ("csv", "parquet"):
             raise dg.Failure(f"unknown export format {fmt!r}")
         paths += write_files(cb, exports.directory(), fmt, focus_config(exports), None, units)  # type: ignore[arg-type]
+    with clickhouse.client() as client:
+        total = sum((Decimal(ln["cost"]) for ln in cb.lines), Decimal("0.00"))
+        changed = record_export(client, cb.period, cb.start, cb.end, total, paths)
+    if changed is not None:
+        context.log.warning(f"{cb.period} changed after its export of {changed}: these files replace it")
     return dg.MaterializeResult(metadata={"files": "\n".join(str(p) for p in paths), "source": cb.source,
-                                          "dagster/uri": str(exports.directory())})
+                                          "dagster/uri": str(exports.directory()),
+                                          "changed_after_export_of": str(changed or "")})

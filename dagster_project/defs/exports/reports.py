@@ -7,6 +7,7 @@ warehouse); files are checked against the FOCUS rules before anything is written
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,19 @@ class ExportResult:
     currency: str
     lines: int
     source: str
+    changed_since: datetime | None = None  # an earlier export of this month was made from older inputs
+
+
+def record_export(client: Client, period: str, start: datetime, end: datetime, total: Decimal,
+                  paths: list[Path]) -> datetime | None:
+    """Record an export of ``period``; return the time of an earlier export made from older inputs
+    (the closed month changed after it was exported), else None."""
+    [row] = rows(client, "chargeback_input_version", {"start": start, "end": end, "period": period})
+    latest, exported = int(row["latest"] or 0), int(row["exported"] or 0)
+    changed = row["exported_at"] if exported and latest > exported else None
+    client.insert("chargeback_exports", [[period, datetime.now(UTC), latest, str(total), [str(p) for p in paths]]],
+                  column_names=["period", "exported_at", "input_version", "total", "paths"])
+    return changed
 
 
 def export_chargeback(client: Client, period: str, out: Path, fmt: FileFormat, business_unit: str | None,
@@ -59,7 +73,8 @@ def export_chargeback(client: Client, period: str, out: Path, fmt: FileFormat, b
     total = sum((Decimal(ln["cost"]) for ln in cb.lines), Decimal("0.00"))
     platform = sum((Decimal(ln["cost"]) for ln in cb.lines if ln["business_unit"] == PLATFORM), Decimal("0.00"))
     currency = ", ".join(sorted(set(cb.currency.values()))) or "-"
-    return ExportResult(paths, total, platform, currency, len(cb.lines), cb.source)
+    changed = record_export(client, cb.period, cb.start, cb.end, total, paths)
+    return ExportResult(paths, total, platform, currency, len(cb.lines), cb.source, changed)
 
 
 def unit_cost_records(client: Client, period: str, default_cluster: str) -> list[dict[str, Any]]:

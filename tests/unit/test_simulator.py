@@ -394,3 +394,24 @@ def test_command_line_writes_the_files(tmp_path: Path, capsys: pytest.CaptureFix
     assert "GPU-h allocated" in capsys.readouterr().out
     assert (tmp_path / "truth.json").exists() and (tmp_path / "dcgm" / "query_range.json").exists()
     assert main(["--nodes", "1", "--hours", "1", "--out", str(tmp_path / "x")]) == 2
+
+
+def test_time_sliced_pods_ask_for_plain_gpus_as_the_gpu_operator_ships_it(wide: SimulationResult) -> None:
+    from pipelines import events as ev
+    from pipelines.cli.ingest_cmd import Source, parse_file
+
+    forms: dict[str, set[str]] = defaultdict(set)
+    for line in wide.path("kubernetes/pods.watch.jsonl").read_text().splitlines():
+        try:
+            pod = orjson.loads(line)["object"]
+        except (orjson.JSONDecodeError, KeyError, TypeError):
+            continue
+        devices = pod.get("metadata", {}).get("annotations", {}).get("gpuledger.io/devices", "")
+        if "::" in devices:
+            limits = pod["spec"]["containers"][0]["resources"]["limits"]
+            forms["shared" if "nvidia.com/gpu.shared" in limits else "plain"].add(pod["metadata"]["uid"])
+    assert forms["plain"] and forms["shared"]  # both device-plugin settings occur
+    parsed = parse_file(Source.kubernetes, wide.path("kubernetes/pods.watch.jsonl"), "sim")
+    replicas = [e.data for e in parsed.events if isinstance(e, ev.AllocationEvent) and e.data.node
+                and any("::" in d for d in e.data.device_ids)]
+    assert replicas and all(d.gpu_equivalents == pytest.approx(0.25) for d in replicas)

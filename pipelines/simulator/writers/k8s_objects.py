@@ -18,14 +18,24 @@ TERMINATED = {None: ("Completed", 0), "oom": ("OOMKilled", 137), "app_error": ("
               "timeout": ("Error", 137), "preempted": ("Error", 143)}
 
 
-def _limits(spec: JobSpec, slots_profile: str | None) -> dict[str, str]:
+def renamed(uid: str) -> bool:
+    """Whether a time-sliced pod asks for ``nvidia.com/gpu.shared`` (the device plugin's
+    ``renameByDefault: true``) or, as the GPU Operator ships it (``renameByDefault: false``), for plain
+    ``nvidia.com/gpu`` — half of the pods each, by their uid. Either way it holds a replica
+    ``GPU-<uuid>::<k>``, 1/4 of the GPU."""
+    return hashlib.sha256(uid.encode()).digest()[0] % 2 == 0
+
+
+def _limits(spec: JobSpec, slots_profile: str | None, uid: str) -> dict[str, str]:
     limits = {"cpu": str(8 * spec.count if spec.request == "gpu" else 4), "memory": "64Gi"}
     if spec.request == "gpu":
         limits["nvidia.com/gpu"] = str(spec.count)
     elif spec.request == "mig":
         limits[f"nvidia.com/mig-{slots_profile}"] = "1"
-    else:
+    elif renamed(uid):
         limits["nvidia.com/gpu.shared"] = "1"
+    else:
+        limits["nvidia.com/gpu"] = "1"
     return limits
 
 
@@ -67,13 +77,13 @@ class PodView:
                                         "controller": True, "blockOwnerDeletion": True}]
         if stage not in ("created", "scheduled") and self.attempts:
             meta["annotations"] = {"gpuledger.io/devices": ",".join(s.device_id for s in self.attempts[0].slots)}
-            if spec.request == "shared":
+            if spec.request == "shared" and renamed(pod.uid):
                 meta["annotations"]["gpuledger.io/replicas"] = str(SHARED_REPLICAS)
         return meta
 
     def _spec(self, stage: str) -> dict[str, Any]:
         spec, pod = self.spec, self.pod
-        limits = _limits(spec, spec.mig_profile)
+        limits = _limits(spec, spec.mig_profile, pod.uid)
         body: dict[str, Any] = {
             "restartPolicy": pod.restart_policy, "schedulerName": "default-scheduler",
             "terminationGracePeriodSeconds": 30,

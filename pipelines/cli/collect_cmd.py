@@ -260,6 +260,8 @@ def collect_kubernetes(
     replicas: Annotated[int | None, typer.Option(min=1, help="time-slicing replicas per GPU for "
                                                  "nvidia.com/gpu.shared pods that do not say")] = None,
     workload_kind: Annotated[str | None, typer.Option(help="workload kind of pods without a kind label")] = None,
+    nodes: Annotated[bool, typer.Option("--nodes/--no-nodes", help="also list nodes: NotReady, cordoned and "
+                                        "their GPU counts (needs list on nodes)")] = True,
     follow: FollowOpt = False,
     interval: Annotated[float, typer.Option("--interval", min=1.0, help="with --follow: seconds each watch "
                                             "request stays open (events are handed on as they arrive)")] = 30.0,
@@ -272,7 +274,7 @@ def collect_kubernetes(
         collector = k8s_collector.PodWatcher(
             api, cluster=_cluster(cluster), namespace=namespace, label_selector=selector,
             watch_timeout_s=max(1, round(interval)), replicas=replicas, workload_kind=workload_kind,
-            pod_resources=pod_resources,
+            pod_resources=pod_resources, nodes=nodes,
             state_file=_state_path(state_file, "kubernetes", cluster, follow and not dry_run),
         )
     except ValueError as exc:

@@ -17,6 +17,11 @@ The usual informer loop, with the ``kubernetes`` client:
    watched: it is fed to the tracker as deleted, observed at the last time it was known to exist
    (the last successful poll).
 
+Nodes: every poll also lists the nodes (``list_node``) and passes on a node's state (NotReady ->
+down, cordoned -> drained, up, with its physical GPU count: :mod:`pipelines.parsers.kubernetes_nodes`)
+when it differs from the last one passed on. A service account that may not list nodes gets a
+warning, and pods are still collected.
+
 With a ``state_file`` the known GPU pods, the time of the last successful poll and the attempts
 used per pod group survive a restart (saved after each published batch,
 :mod:`pipelines.collectors.state`): the first list of a restarted collector ends the pods deleted
@@ -57,9 +62,10 @@ from pipelines.collectors.state import StateFile
 from pipelines.errors import SourceUnavailable
 from pipelines.parsers.base import ParseResult
 from pipelines.parsers.kubernetes import parse_pod_resources
+from pipelines.parsers.kubernetes_nodes import node_state
 from pipelines.parsers.kubernetes_pod import read_pod
-from pipelines.parsers.kubernetes_tracker import SOURCE, PodTracker
-from pipelines.parsers.sched_events import RECORD_ERRORS
+from pipelines.parsers.kubernetes_tracker import SOURCE, TOPIC, PodTracker
+from pipelines.parsers.sched_events import RECORD_ERRORS, add_record_events
 
 GONE = 410
 
@@ -95,7 +101,7 @@ class PodWatcher:
                  label_selector: str | None = None, watch_timeout_s: int = 30, page_size: int = 500,
                  replicas: int | None = None, workload_kind: str | None = None,
                  pod_resources: Path | None = None, clock: Callable[[], float] = time.time,
-                 state_file: Path | None = None) -> None:
+                 state_file: Path | None = None, nodes: bool = False) -> None:
         if watch_timeout_s < 1:
             raise ValueError("watch_timeout_s must be at least 1 second")
         self.api = api
@@ -110,11 +116,14 @@ class PodWatcher:
         self._known: dict[str, dict[str, Any]] = {}  # "<ns>/<name>" -> last object of each GPU pod
         self._devices_mtime: float | None = None
         self._confirmed: datetime | None = None  # the last successful poll: known pods existed then
+        self.nodes = nodes
+        self._node_states: dict[str, list[Any]] = {}  # node -> [state, reason, gpus] last passed on
         self._state = StateFile(state_file)
         saved = self._state.load()
         if saved:
             self._known.update(saved.get("known") or {})
             self.tracker.import_state(saved.get("tracker") or {})
+            self._node_states.update(saved.get("node_states") or {})
             if saved.get("confirmed_at"):
                 self._confirmed = datetime.fromisoformat(saved["confirmed_at"])
 
@@ -123,10 +132,41 @@ class PodWatcher:
         self._load_devices()
         batch = self._relist() if self.resource_version is None else self._watch()
         self._confirmed = self._now()
+        if self.nodes:
+            self._poll_nodes(batch)
         saved = {"known": dict(self._known), "tracker": self.tracker.export_state(),
-                 "confirmed_at": self._confirmed.isoformat()}
+                 "confirmed_at": self._confirmed.isoformat(), "node_states": dict(self._node_states)}
         batch.commit = lambda: self._state.save(saved)
         return batch
+
+    def _poll_nodes(self, batch: Batch) -> None:
+        """Node states that changed since the last ones passed on (see the module docstring)."""
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            response = self.api.list_node(_preload_content=False, _request_timeout=60)
+            doc = orjson.loads(response.data)
+        except ApiException as exc:
+            batch.warnings.append(f"listing nodes failed: HTTP {exc.status} {exc.reason} (node states skipped)")
+            return
+        except (HTTPError, OSError, orjson.JSONDecodeError) as exc:
+            batch.warnings.append(f"listing nodes failed: {_one_line(exc)} (node states skipped)")
+            return
+        observed = self._now()
+        for node in (doc.get("items") or []) if isinstance(doc, dict) else []:
+            try:
+                obj = node_state({"kind": "Node", **node}, cluster=self.tracker.cluster, observed_at=observed)
+            except (ValueError, TypeError) as exc:
+                batch.result.reject(topic=TOPIC.name, source=SOURCE, reason=str(exc), raw=orjson.dumps(node).decode())
+                continue
+            if obj is None:
+                continue
+            data = obj["data"]
+            key = [data["state"], data["reason"], data.get("gpus")]
+            if self._node_states.get(data["node"]) != key:
+                self._node_states[data["node"]] = key
+                add_record_events(batch.result, [obj], topic=TOPIC.name, source=SOURCE,
+                                  raw=orjson.dumps(node).decode(), origin="nodes")
 
     def _list_call(self) -> Callable[..., Any]:
         if self.namespace:

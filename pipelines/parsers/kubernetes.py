@@ -1,4 +1,4 @@
-"""Kubernetes pods (lists, single pods, watch streams) -> allocation events.
+"""Kubernetes pods (lists, single pods, watch streams) -> allocation events; nodes -> node states.
 
 Accepted input (auto-detected; anything else raises ``NotThisFormat``):
 
@@ -6,6 +6,8 @@ Accepted input (auto-detected; anything else raises ``NotThisFormat``):
   json`` (``{"kind": "List", "items": [...]}``); items without ``kind`` are pods, items of other
   kinds are skipped;
 * a single Pod object (``kubectl get pod x -o json``), or several concatenated;
+* a node list (``{"kind": "NodeList"}`` or ``kubectl get nodes -o json``): one ``node.state``
+  per node (:mod:`pipelines.parsers.kubernetes_nodes`: NotReady, cordoned, its physical GPUs);
 * watch events ``{"type": "ADDED"|"MODIFIED"|"DELETED"|"BOOKMARK"|"ERROR", "object": {...}}``, one
   per line (the API's watch stream) or pretty-printed one after another (``kubectl get pods -w
   --output-watch-events -o json``). A line may carry an extra ``"time"`` key (RFC 3339) saying
@@ -38,8 +40,10 @@ from typing import Any
 import orjson
 
 from pipelines.parsers.base import NotThisFormat, ParseResult
+from pipelines.parsers.kubernetes_nodes import is_node, node_state
 from pipelines.parsers.kubernetes_tracker import SOURCE, TOPIC, WATCH_TYPES, PodTracker
 from pipelines.parsers.sched_events import (
+    add_record_events,
     as_dict,
     decode_text,
     gc_paused,
@@ -79,6 +83,8 @@ def _parse(text: str, *, cluster: str, origin: str | None, hints: dict[str, Any]
             for item in value["items"]:
                 if _is_pod(item):
                     snapshot.append((item, where))
+                elif is_node(item):
+                    _add_node(result, item, cluster, observed_at, where)
                 elif not isinstance(item, dict) or "kind" not in item:  # other kinds are skipped
                     result.reject(topic=TOPIC.name, source=SOURCE, reason="list item is not a pod",
                                   raw=raw_text(item), origin=where)
@@ -199,13 +205,24 @@ def _loads(line: str) -> Any:
 def _shape(value: Any) -> str | None:
     if not isinstance(value, dict):
         return None
-    if value.get("kind") in ("PodList", "List") and isinstance(value.get("items"), list):
+    if value.get("kind") in ("PodList", "NodeList", "List") and isinstance(value.get("items"), list):
         return "list"
     if isinstance(value.get("type"), str) and value["type"] in WATCH_TYPES and "object" in value:
         return "watch"
     if _is_pod(value) and isinstance(value.get("metadata"), dict):
         return "pod"
     return None
+
+
+def _add_node(result: ParseResult, node: dict[str, Any], cluster: str, observed_at: datetime | None,
+              where: str | None) -> None:
+    try:
+        obj = node_state(node, cluster=cluster, observed_at=observed_at)
+    except (ValueError, TypeError) as exc:
+        result.reject(topic=TOPIC.name, source=SOURCE, reason=str(exc), raw=raw_text(node), origin=where)
+        return
+    if obj is not None:
+        add_record_events(result, [obj], topic=TOPIC.name, source=SOURCE, raw=raw_text(node), origin=where)
 
 
 def _is_pod(item: Any) -> bool:

@@ -264,3 +264,59 @@ def test_a_restarted_collector_ends_what_vanished_and_numbers_a_recreated_pod_on
     [new] = [e for e in running if e.data.uid == "uid-db-0-recreated"]
     assert (new.data.attempt, ended["llm-train/db-0"].attempt) == (2, 1)
     assert new.id not in {e.id for e in first.result.events}  # never deduplicated into its predecessor
+
+
+def node(name: str, *, ready: str = "True", cordoned: bool = False, gpus: str = "8",
+         labels: dict[str, str] | None = None) -> dict[str, Any]:
+    """A Node object as the API serves it (GPU feature discovery labels optional)."""
+    why = "KubeletReady" if ready == "True" else "NodeStatusUnknown"
+    conditions = [{"type": "MemoryPressure", "status": "False"},
+                  {"type": "Ready", "status": ready, "reason": why, "lastTransitionTime": "2026-03-02T08:45:00Z"}]
+    spec: dict[str, Any] = {"podCIDR": "10.244.1.0/24"}
+    if cordoned:
+        spec.update(unschedulable=True, taints=[{"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule",
+                                                  "timeAdded": "2026-03-02T08:50:00Z"}])
+    return {"kind": "Node", "apiVersion": "v1", "metadata": {"name": name, "uid": f"uid-{name}",
+                                                             "labels": labels or {}},
+            "spec": spec, "status": {"capacity": {"cpu": "96", "nvidia.com/gpu": gpus},
+                                     "allocatable": {"cpu": "95", "nvidia.com/gpu": gpus}, "conditions": conditions}}
+
+
+def node_list(*items: dict[str, Any]) -> dict[str, Any]:
+    return {"kind": "NodeList", "apiVersion": "v1", "metadata": {"resourceVersion": "77"}, "items": list(items)}
+
+
+def test_node_list_file_gives_down_drained_and_physical_gpus() -> None:
+    from pipelines.events import NodeStateEvent
+    from pipelines.parsers import kubernetes
+
+    sliced = {"nvidia.com/gpu.replicas": "4", "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+    doc = node_list(node("gpu001"), node("gpu002", ready="Unknown"), node("gpu003", cordoned=True),
+                    node("gpu004", gpus="32", labels=sliced),
+                    node("gpu005", labels={"nvidia.com/gpu.count": "4"}))
+    result = kubernetes.parse(orjson.dumps(doc), cluster="c1", observed_at="2026-03-02T09:00:00Z")
+    got = {e.data.node: (e.data.state, e.data.gpus) for e in result.events if isinstance(e, NodeStateEvent)}
+    # time-sliced: 32 advertised replicas of 8 GPUs; GPU feature discovery's count wins when present
+    assert got == {"gpu001": ("up", 8), "gpu002": ("down", 8), "gpu003": ("drained", 8), "gpu004": ("up", 8),
+                   "gpu005": ("up", 4)}
+    undated = kubernetes.parse(orjson.dumps(doc), cluster="c1")  # no capture time: only dated states
+    assert {e.data.node: str(e.time) for e in undated.events} == {"gpu002": "2026-03-02 08:45:00+00:00",
+                                                                  "gpu003": "2026-03-02 08:50:00+00:00"}
+
+
+@pytest.mark.parametrize("fake_api", [[
+    ("list", pod_list("100")), ("list", node_list(node("gpu001"), node("gpu002"))),
+    ("watch", []), ("list", node_list(node("gpu001"), node("gpu002", cordoned=True))),
+    ("watch", []), ("status", (403, b'{"kind":"Status","code":403,"message":"nodes is forbidden"}')),
+]], indirect=True)
+def test_the_collector_passes_on_node_states_that_changed(fake_api: tuple[FakeApiServer, Any]) -> None:
+    _, api = fake_api
+    watcher = PodWatcher(api, cluster="c1", watch_timeout_s=5, clock=lambda: NOW.timestamp(), nodes=True)
+    states = []
+    for _ in range(3):
+        batch = watcher.poll()
+        states.append(([(e.data.node, e.data.state) for e in batch.result.events if e.type == "node.state"],
+                       batch.warnings))
+    assert states[0] == ([("gpu001", "up"), ("gpu002", "up")], [])
+    assert states[1] == ([("gpu002", "drained")], [])
+    assert states[2][0] == [] and "listing nodes failed: HTTP 403" in states[2][1][0]

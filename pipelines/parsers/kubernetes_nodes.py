@@ -1,0 +1,71 @@
+"""Kubernetes Node objects (``kubectl get nodes -o json``, the API's NodeList) -> ``node.state`` events.
+
+State: the ``Ready`` condition ``False`` or ``Unknown`` (NotReady) -> ``down``; else cordoned
+(``spec.unschedulable``, or the ``node.kubernetes.io/unschedulable`` taint) -> ``drained``; else
+``up``. While a node is down or drained, its GPUs that no pod holds are unavailable
+(docs/ATTRIBUTION.md "Unavailable").
+
+GPUs (the node's physical inventory): the GPU feature discovery label ``nvidia.com/gpu.count``,
+else ``status.capacity["nvidia.com/gpu"]`` divided by the time-slicing replicas
+(``nvidia.com/gpu.replicas`` label; with the GPU Operator's ``renameByDefault: false`` a time-sliced
+GPU is advertised once per replica). GPU model: the ``nvidia.com/gpu.product`` label.
+
+Time: the ``observed_at`` hint (the live collector's poll time); without it, the NotReady
+condition's ``lastTransitionTime`` for a down node, or the unschedulable taint's ``timeAdded``.
+A node with neither carries no dated fact and is skipped.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pipelines.parsers.sched_events import as_dict, node_state_envelope, parse_rfc3339
+
+UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
+
+
+def is_node(item: Any) -> bool:
+    return isinstance(item, dict) and item.get("kind") == "Node" and isinstance(item.get("metadata"), dict)
+
+
+def node_state(node: dict[str, Any], *, cluster: str, observed_at: datetime | None) -> dict[str, Any] | None:
+    """The node's ``node.state`` envelope (unvalidated), or None when nothing dates it."""
+    meta, spec, status = as_dict(node.get("metadata")), as_dict(node.get("spec")), as_dict(node.get("status"))
+    name = meta.get("name")
+    if not isinstance(name, str) or not name:
+        raise ValueError("node without a name")
+    ready = next((c for c in status.get("conditions") or [] if isinstance(c, dict) and c.get("type") == "Ready"), {})
+    taint = next((t for t in spec.get("taints") or [] if isinstance(t, dict) and t.get("key") == UNSCHEDULABLE_TAINT),
+                 None)
+    if ready and ready.get("status") != "True":
+        state, reason, since = "down", str(ready.get("reason") or "NotReady"), ready.get("lastTransitionTime")
+    elif spec.get("unschedulable") or taint is not None:
+        state, reason, since = "drained", "cordoned", (taint or {}).get("timeAdded")
+    else:
+        state, reason, since = "up", None, None
+    time = observed_at or parse_rfc3339(since)
+    if time is None:
+        return None
+    gpus, model = node_gpus(meta, status)
+    return node_state_envelope(source="kubernetes", cluster=cluster, node=name, state=state, time=time,
+                               reason=reason, gpus=gpus, gpu_model=model)
+
+
+def node_gpus(meta: dict[str, Any], status: dict[str, Any]) -> tuple[int | None, str | None]:
+    labels = as_dict(meta.get("labels"))
+    model = labels.get("nvidia.com/gpu.product") or None
+    count = _integer(labels.get("nvidia.com/gpu.count"))
+    if count is None:
+        advertised = _integer(as_dict(status.get("capacity")).get("nvidia.com/gpu"))
+        replicas = _integer(labels.get("nvidia.com/gpu.replicas")) or 1
+        count = advertised // replicas if advertised is not None else None
+    return count, model
+
+
+def _integer(value: Any) -> int | None:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().isdecimal():
+        return int(value)
+    return None

@@ -58,14 +58,14 @@ import orjson
 from urllib3.exceptions import HTTPError
 
 from pipelines.collectors.base import Batch
+from pipelines.collectors.kubernetes_nodes import NodeStates
 from pipelines.collectors.state import StateFile
 from pipelines.errors import SourceUnavailable
 from pipelines.parsers.base import ParseResult
 from pipelines.parsers.kubernetes import parse_pod_resources
-from pipelines.parsers.kubernetes_nodes import node_state
 from pipelines.parsers.kubernetes_pod import read_pod
-from pipelines.parsers.kubernetes_tracker import SOURCE, TOPIC, PodTracker
-from pipelines.parsers.sched_events import RECORD_ERRORS, add_record_events
+from pipelines.parsers.kubernetes_tracker import SOURCE, PodTracker
+from pipelines.parsers.sched_events import RECORD_ERRORS
 
 GONE = 410
 
@@ -116,14 +116,14 @@ class PodWatcher:
         self._known: dict[str, dict[str, Any]] = {}  # "<ns>/<name>" -> last object of each GPU pod
         self._devices_mtime: float | None = None
         self._confirmed: datetime | None = None  # the last successful poll: known pods existed then
-        self.nodes = nodes
-        self._node_states: dict[str, list[Any]] = {}  # node -> [state, reason, gpus] last passed on
+        self.nodes = NodeStates(cluster) if nodes else None
         self._state = StateFile(state_file)
         saved = self._state.load()
         if saved:
             self._known.update(saved.get("known") or {})
             self.tracker.import_state(saved.get("tracker") or {})
-            self._node_states.update(saved.get("node_states") or {})
+            if self.nodes is not None:
+                self.nodes.passed_on.update(saved.get("node_states") or {})
             if saved.get("confirmed_at"):
                 self._confirmed = datetime.fromisoformat(saved["confirmed_at"])
 
@@ -132,41 +132,13 @@ class PodWatcher:
         self._load_devices()
         batch = self._relist() if self.resource_version is None else self._watch()
         self._confirmed = self._now()
-        if self.nodes:
-            self._poll_nodes(batch)
+        if self.nodes is not None:
+            self.nodes.poll(self.api, self._confirmed, batch)
         saved = {"known": dict(self._known), "tracker": self.tracker.export_state(),
-                 "confirmed_at": self._confirmed.isoformat(), "node_states": dict(self._node_states)}
+                 "confirmed_at": self._confirmed.isoformat(),
+                 "node_states": dict(self.nodes.passed_on) if self.nodes else {}}
         batch.commit = lambda: self._state.save(saved)
         return batch
-
-    def _poll_nodes(self, batch: Batch) -> None:
-        """Node states that changed since the last ones passed on (see the module docstring)."""
-        from kubernetes.client.exceptions import ApiException
-
-        try:
-            response = self.api.list_node(_preload_content=False, _request_timeout=60)
-            doc = orjson.loads(response.data)
-        except ApiException as exc:
-            batch.warnings.append(f"listing nodes failed: HTTP {exc.status} {exc.reason} (node states skipped)")
-            return
-        except (HTTPError, OSError, orjson.JSONDecodeError) as exc:
-            batch.warnings.append(f"listing nodes failed: {_one_line(exc)} (node states skipped)")
-            return
-        observed = self._now()
-        for node in (doc.get("items") or []) if isinstance(doc, dict) else []:
-            try:
-                obj = node_state({"kind": "Node", **node}, cluster=self.tracker.cluster, observed_at=observed)
-            except (ValueError, TypeError) as exc:
-                batch.result.reject(topic=TOPIC.name, source=SOURCE, reason=str(exc), raw=orjson.dumps(node).decode())
-                continue
-            if obj is None:
-                continue
-            data = obj["data"]
-            key = [data["state"], data["reason"], data.get("gpus")]
-            if self._node_states.get(data["node"]) != key:
-                self._node_states[data["node"]] = key
-                add_record_events(batch.result, [obj], topic=TOPIC.name, source=SOURCE,
-                                  raw=orjson.dumps(node).decode(), origin="nodes")
 
     def _list_call(self) -> Callable[..., Any]:
         if self.namespace:

@@ -10,8 +10,8 @@
 -- everything else reads those two.
 
 -- Failure reasons (docs/ATTRIBUTION.md "Attempts and failure waste"): an attempt the scheduler
--- reports as an application error (or without a reason) whose node showed a fatal XID between
--- 5 minutes before its end and 1 minute after failed because of its GPU: `gpu_error`, or
+-- reports as an application error (or without a reason) one of whose GPUs showed a fatal XID
+-- between 5 minutes before its end and 1 minute after failed because of its GPU: `gpu_error`, or
 -- `node_failure` for XID 79 (fallen off the bus). Resolved when reading (`attempt_outcomes`), so
 -- XID samples that arrive after the attempt's end still count.
 CREATE TABLE IF NOT EXISTS gpu_fatal_xids
@@ -37,6 +37,34 @@ SELECT cluster, node, uuid, time, assumeNotNull(xid)
 FROM gpu_samples
 WHERE xid IN (48, 63, 64, 74, 79, 92, 94, 95, 119, 120);
 
+-- The GPUs each attempt held (from its allocated facts; '' for GPUs no source named), with the last
+-- window it held each in: which GPUs' XIDs can end it.
+CREATE TABLE IF NOT EXISTS attempt_gpus
+(
+    cluster LowCardinality(String),
+    scheduler LowCardinality(String),
+    job_id String,
+    attempt UInt16,
+    node LowCardinality(String),
+    gpu_uuid String,
+    last_window SimpleAggregateFunction(max, DateTime64(3, 'UTC'))
+)
+ENGINE = AggregatingMergeTree
+-- looked up per failed attempt
+ORDER BY (cluster, scheduler, job_id, attempt, node, gpu_uuid);
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS attempt_gpus_mv TO attempt_gpus AS
+SELECT cluster, scheduler, job_id, attempt, node, gpu_uuid, max(window_start) AS last_window
+FROM gpu_usage_facts
+WHERE kind = 'allocated'
+GROUP BY cluster, scheduler, job_id, attempt, node, gpu_uuid;
+
+INSERT INTO attempt_gpus
+SELECT cluster, scheduler, job_id, attempt, node, gpu_uuid, max(window_start)
+FROM gpu_usage_facts
+WHERE kind = 'allocated'
+GROUP BY cluster, scheduler, job_id, attempt, node, gpu_uuid;
+
 CREATE OR REPLACE VIEW attempt_outcomes AS
 SELECT
     a.* EXCEPT (failure_reason),
@@ -45,16 +73,24 @@ SELECT
 FROM job_attempts AS a FINAL
 LEFT JOIN
 (
+    -- a fatal XID on one of the attempt's GPUs (any GPU of its node where no source named them)
     SELECT f.cluster AS x_cluster, f.scheduler AS x_scheduler, f.job_id AS x_job_id, f.attempt AS x_attempt,
            if(countIf(g.xid = 79) > 0, 79, max(g.xid)) AS fatal_xid
     FROM
     (
-        SELECT cluster, scheduler, job_id, attempt, end_time, arrayJoin(nodes) AS node
-        FROM job_attempts FINAL
-        WHERE outcome = 'failure' AND failure_reason IN ('app_error', 'unknown', '') AND end_time IS NOT NULL
+        SELECT e.cluster AS cluster, e.scheduler AS scheduler, e.job_id AS job_id, e.attempt AS attempt,
+               e.end_time AS end_time, h.node AS node, h.gpu_uuid AS gpu_uuid
+        FROM
+        (
+            SELECT cluster, scheduler, job_id, attempt, end_time FROM job_attempts FINAL
+            WHERE outcome = 'failure' AND failure_reason IN ('app_error', 'unknown', '') AND end_time IS NOT NULL
+        ) AS e
+        INNER JOIN attempt_gpus AS h ON h.cluster = e.cluster AND h.scheduler = e.scheduler
+                                    AND h.job_id = e.job_id AND h.attempt = e.attempt
     ) AS f
     INNER JOIN gpu_fatal_xids AS g ON g.cluster = f.cluster AND g.node = f.node
-    WHERE g.time >= f.end_time - toIntervalSecond(300) AND g.time <= f.end_time + toIntervalSecond(60)
+    WHERE (f.gpu_uuid = '' OR g.uuid = f.gpu_uuid)
+      AND g.time >= f.end_time - toIntervalSecond(300) AND g.time <= f.end_time + toIntervalSecond(60)
     GROUP BY x_cluster, x_scheduler, x_job_id, x_attempt
 ) AS x ON x.x_cluster = a.cluster AND x.x_scheduler = a.scheduler AND x.x_job_id = a.job_id
       AND x.x_attempt = a.attempt;

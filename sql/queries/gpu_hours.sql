@@ -1,6 +1,7 @@
 -- GPU-hours per owner group for [start, end): allocated, busy, failed (attempts that did not
 -- succeed), unobserved; unallocated and unavailable capacity as the rows __unallocated__ and
--- __unavailable__. The group is chosen by {by}, a parameter, never spliced into the text.
+-- __unavailable__ (busy_gpu_hours on __unallocated__: busy time of GPUs nobody held). The group
+-- is chosen by {by}, a parameter, never spliced into the text.
 -- The whole hours inside the range come from the hourly rollup (current_hourly, resolved as
 -- resolved_hourly does); only the partial hours at its edges, [start, first whole hour) and
 -- [last whole hour's end, end), are read window by window from resolved_facts. The answer equals
@@ -30,7 +31,7 @@ SELECT
                'all'),
        concat('__', kind, '__')) AS key,
     sumIf(gpu_seconds, kind = 'allocated') / 3600 AS allocated_gpu_hours,
-    sum(busy_seconds) / 3600 AS busy_gpu_hours,  -- on __unallocated__: busy on GPUs nobody held
+    sum(busy_seconds) / 3600 AS busy_gpu_hours,
     sumIf(gpu_seconds, kind = 'allocated' AND outcome = 'failure') / 3600 AS failed_gpu_hours,
     sum(unobserved_seconds) / 3600 AS unobserved_gpu_hours,
     (sumIf(gpu_seconds, kind = 'allocated') - sumIf(busy_seconds, kind = 'allocated')

@@ -21,7 +21,7 @@ SELECT
                'all'),
        concat('__', kind, '__')) AS key,
     sumIf(gpu_seconds, kind = 'allocated') / 3600 AS allocated_gpu_hours,
-    sum(busy_seconds) / 3600 AS busy_gpu_hours,  -- on __unallocated__: busy on GPUs nobody held
+    sum(busy_seconds) / 3600 AS busy_gpu_hours,
     sumIf(gpu_seconds, kind = 'allocated' AND outcome = 'failure') / 3600 AS failed_gpu_hours,
     sum(unobserved_seconds) / 3600 AS unobserved_gpu_hours,
     (sumIf(gpu_seconds, kind = 'allocated') - sumIf(busy_seconds, kind = 'allocated')

@@ -141,7 +141,8 @@ def test_capacity_is_the_physical_gpus_in_every_window(warehouse: Warehouse, iso
     assert conflicts == [("GPU-20", pytest.approx(20 * 60.0), ["kubernetes:ns/a#1", "kubernetes:ns/b#1"])]
 
 
-def test_a_failure_with_a_fatal_xid_at_its_end_is_a_gpu_error(warehouse: Warehouse) -> None:
+def test_a_failure_with_a_fatal_xid_at_its_end_is_a_gpu_error(warehouse: Warehouse,
+                                                               isolated_settings: Settings) -> None:
     def failed(job: str, node: str, end_min: int) -> ev.Envelope:
         return _alloc(job, 1, node, 0, end_min, outcome="failure", failure_reason="app_error",
                       scheduler_state="FAILED", exit_code=1)
@@ -155,8 +156,16 @@ def test_a_failure_with_a_fatal_xid_at_its_end_is_a_gpu_error(warehouse: Warehou
     # samples arrive after the attempts were recorded; only x1 and x2 show a fatal XID near the end
     _write(warehouse, [xid_sample("x1", 58, 48), xid_sample("x2", 60.5, 79), xid_sample("x3", 40, 48),
                        xid_sample("x4", 59, 13)])
+    # x5: the fatal XID is on the node's other GPU, not the one the attempt held
+    _write(warehouse, [_alloc("85", 1, "x5", 0, 60, outcome="failure", failure_reason="app_error",
+                              device_ids=["GPU-x5"]),
+                       xid_sample("x5", 59, 0), _env("gpu.sample", T0 + timedelta(minutes=59), {
+                           "node": "x5", "interval_s": 30, "gpus": [
+                               {"uuid": "GPU-x5b", "index": 1, "model": H100, "gr_engine_active": 0.0, "xid": 79}]},
+                           "dcgm", "x5b")])
+    _step(warehouse, isolated_settings)  # the facts say which GPUs each attempt held
     got = dict(warehouse.client.query("SELECT job_id, failure_reason FROM attempt_outcomes").result_rows)
-    assert got == {"81": "gpu_error", "82": "node_failure", "83": "app_error", "84": "app_error"}
+    assert got == {"81": "gpu_error", "82": "node_failure", "83": "app_error", "84": "app_error", "85": "app_error"}
     scheduler = dict(warehouse.client.query("SELECT job_id, scheduler_reason FROM attempt_outcomes").result_rows)
     assert set(scheduler.values()) == {"app_error"}  # the scheduler's own words are kept beside it
 

@@ -74,7 +74,8 @@ def test_slurm_collector_publishes_events_and_dead_letters(isolated_settings: Se
     assert set(first.event_ids) == want_ids
     assert first.dead_letters == 2
     sacct_args = json.loads((tmp_path / "sacct.log").read_text().splitlines()[0])
-    assert sacct_args[0] == "-S" and sacct_args[1].startswith("now-") and sacct_args[2:] == ["-E", "now"]
+    assert sacct_args[:2] == ["--duplicates", "-S"] and sacct_args[2].startswith("now-")
+    assert sacct_args[3:] == ["-E", "now"]
 
     topic = physical_name(SCHEDULER_ALLOCATIONS, isolated_settings)
     records = _consume(isolated_settings, topic, len(want_ids))

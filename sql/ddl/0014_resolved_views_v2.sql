@@ -79,7 +79,7 @@ LEFT JOIN
     FROM
     (
         SELECT e.cluster AS cluster, e.scheduler AS scheduler, e.job_id AS job_id, e.attempt AS attempt,
-               e.end_time AS end_time, h.node AS node, h.gpu_uuid AS gpu_uuid
+               any(e.end_time) AS end_time, h.node AS node, groupArrayIf(h.gpu_uuid, h.gpu_uuid != '') AS named
         FROM
         (
             SELECT cluster, scheduler, job_id, attempt, end_time FROM job_attempts FINAL
@@ -87,9 +87,10 @@ LEFT JOIN
         ) AS e
         INNER JOIN attempt_gpus AS h ON h.cluster = e.cluster AND h.scheduler = e.scheduler
                                     AND h.job_id = e.job_id AND h.attempt = e.attempt
+        GROUP BY cluster, scheduler, job_id, attempt, node
     ) AS f
     INNER JOIN gpu_fatal_xids AS g ON g.cluster = f.cluster AND g.node = f.node
-    WHERE (f.gpu_uuid = '' OR g.uuid = f.gpu_uuid)
+    WHERE (empty(f.named) OR has(f.named, g.uuid))
       AND g.time >= f.end_time - toIntervalSecond(300) AND g.time <= f.end_time + toIntervalSecond(60)
     GROUP BY x_cluster, x_scheduler, x_job_id, x_attempt
 ) AS x ON x.x_cluster = a.cluster AND x.x_scheduler = a.scheduler AND x.x_job_id = a.job_id

@@ -44,9 +44,17 @@ class Metrics:
     power: dict[str, np.ndarray]  # per GPU uuid
     xid: dict[str, np.ndarray]  # per GPU uuid
     sampled: dict[str, np.ndarray]  # per node: scrape present
+    # per GPU uuid: scrape steps it is absent from (a GPU that fell off the bus has no series)
+    gone: dict[str, np.ndarray] = field(default_factory=dict)
     labels: list[dict[str, str]] = field(default_factory=lambda: [{}])
     gap: tuple[str, int, int] | None = None  # node, first missing scrape, first scrape back
     label_index: dict[tuple[tuple[str, str], ...], int] = field(default_factory=dict)
+
+    def present(self, ent: Entity) -> np.ndarray:
+        """The scrape steps that carry this entity's series: its node's scrapes, minus the time its
+        GPU was off the bus."""
+        gone = self.gone.get(ent.gpu.uuid)
+        return self.sampled[ent.node.name] if gone is None else self.sampled[ent.node.name] & ~gone
 
     def label_id(self, labels: dict[str, str]) -> int:
         key = tuple(sorted(labels.items()))
@@ -132,6 +140,10 @@ def _power_xid(cfg: SimConfig, m: Metrics, state: SimState, rng: np.random.Gener
     step = cfg.scrape_interval_s
     for x in state.xids:
         m.xid[x.gpu][x.at // step:x.repaired // step] = 79
+        # XID 79: the GPU fell off the bus. The scrape that saw it is the last one with its series
+        # until the repair brings it back.
+        gone = m.gone.setdefault(x.gpu, np.zeros(cfg.steps, bool))
+        gone[x.at // step + 1:x.repaired // step] = True
 
 
 def build_metrics(cfg: SimConfig, cluster: Cluster, state: SimState, rng: np.random.Generator) -> Metrics:

@@ -86,7 +86,7 @@ class Truth:
         self.gpu_acc: dict[str, _Acc] = defaultdict(_Acc)
         self.integrals: dict[str, tuple[StepIntegral, StepIntegral]] = {}
         for key, ent in metrics.entities.items():
-            values, unobs = observed(ent.util, metrics.sampled[ent.node.name])
+            values, unobs = observed(ent.util, metrics.present(ent))
             self.integrals[key] = (StepIntegral(values, cfg.scrape_interval_s, cfg.horizon),
                                    StepIntegral(unobs, cfg.scrape_interval_s, cfg.horizon))
         self.attempts: list[dict[str, Any]] = []

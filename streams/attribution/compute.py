@@ -194,13 +194,16 @@ def _window_view(slots: dict[str, _SlotData], w0: float, w1: float) -> tuple[lis
     return list(gpus.values()), metas, slots_of
 
 
-def _with_inventory(gpus: list[GpuInfo], inventory: Sequence[InventoryGpu], w0: float, w1: float) -> list[GpuInfo]:
-    """The window's GPUs plus those the node reported recently and that stopped reporting."""
+def _with_inventory(gpus: list[GpuInfo], metas: dict[str, SlotMeta], inventory: Sequence[InventoryGpu],
+                    w0: float, w1: float) -> list[GpuInfo]:
+    """The window's GPUs plus those the node reported recently and that stopped reporting (also in
+    ``metas``, so a Slurm placement known by GPU index still finds a GPU that went silent)."""
     present = {g.uuid for g in gpus}
     out = list(gpus)
     for g in inventory:
         if g.uuid not in present and g.first_seen < w1 and g.last_seen >= w0 - INVENTORY_HORIZON_S:
             out.append(GpuInfo(g.uuid, g.index, g.model))
+            metas.setdefault(g.uuid, SlotMeta(g.uuid, index=g.index, model=g.model))
             present.add(g.uuid)
     return out
 
@@ -229,7 +232,7 @@ def compute_range_full(cluster: str, node: str, start: float, end: float, window
     while w0 < end:
         w1 = w0 + window_s
         gpus, metas, slots_of = _window_view(slots, w0, w1)
-        gpus = _with_inventory(gpus, inputs.inventory, w0, w1)
+        gpus = _with_inventory(gpus, metas, inputs.inventory, w0, w1)
         active = [p for p in placements
                   if p.start_time is not None and _epoch(p.start_time) < w1  # type: ignore[operator]
                   and (p.end_time is None or _epoch(p.end_time) > w0)]  # type: ignore[operator]

@@ -199,3 +199,13 @@ def test_a_pod_recreated_under_the_same_name_holds_its_gpu_again() -> None:
     new = alloc(job_id="db/db-0", uid="uid-b", start_time=T0 + timedelta(minutes=20))
     facts = compute_range("c", "n1", t0, t0 + 1800, 60, node_gpus(1, count=70), [old, new])
     assert sum(f["gpu_seconds"] for f in facts if f["kind"] == "allocated") == pytest.approx(600 + 600)
+
+
+def test_a_placement_known_by_gpu_index_finds_a_gpu_that_went_silent() -> None:
+    inventory = [InventoryGpu("GPU-0", 0, H100, t0 - 86_000, t0 + 60),
+                 InventoryGpu("GPU-1", 1, H100, t0 - 86_000, t0 - 7200, down_since=t0 - 7200)]
+    job = alloc(scheduler="slurm", job_id="9", gpu_indices=[1])
+    facts = compute_range("c", "n1", t0, t0 + 60, 60, node_gpus(1), [job], NodeInputs(inventory, ()))
+    [held] = [f for f in facts if f["kind"] == "allocated"]
+    # allocation wins over the GPU's unavailability; no sample: all of it unobserved
+    assert (held["gpu_uuid"], held["gpu_seconds"], held["unobserved_seconds"]) == ("GPU-1", 60.0, 60.0)

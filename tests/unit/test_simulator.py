@@ -415,3 +415,15 @@ def test_time_sliced_pods_ask_for_plain_gpus_as_the_gpu_operator_ships_it(wide: 
     replicas = [e.data for e in parsed.events if isinstance(e, ev.AllocationEvent) and e.data.node
                 and any("::" in d for d in e.data.device_ids)]
     assert replicas and all(d.gpu_equivalents == pytest.approx(0.25) for d in replicas)
+
+
+def test_a_gpu_with_xid_79_falls_off_the_bus_until_its_repair(small: SimulationResult) -> None:
+    result = load(small, "dcgm/query_range.json")["data"]["result"]
+    for xid in small.truth["xid_intervals"]:
+        lo = datetime.fromisoformat(xid["from"].replace("Z", "+00:00")).timestamp()
+        hi = datetime.fromisoformat(xid["to"].replace("Z", "+00:00")).timestamp()
+        times = sorted({t for s in result if s["metric"].get("UUID") == xid["gpu"] for t, _ in s["values"]})
+        inside = [t for t in times if lo <= t < hi]
+        assert inside == [lo]  # the scrape that saw XID 79 is its last until the repair
+        assert any(t >= hi for t in times) or hi >= max(times, default=hi)  # back after the repair
+    assert small.truth["xid_intervals"]

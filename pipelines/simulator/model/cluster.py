@@ -4,7 +4,8 @@
   GPU models cycle H100, A100, H200 by node index.
 * Kubernetes nodes: GPUs 0–5 whole; GPU 6 MIG-partitioned (``3g + 2g + 1g + 1g`` on even
   Kubernetes nodes, ``3g + 2g + 1g`` with one slice left unused on odd ones); GPU 7 time-sliced
-  with 4 replicas (``nvidia.com/gpu.shared``). Slurm nodes: 8 whole GPUs.
+  with 4 replicas (``nvidia.com/gpu.shared`` or plain ``nvidia.com/gpu``, see
+  ``writers/k8s_objects.py``). Slurm nodes: 8 whole GPUs.
 * dcgm-exporter flavour per node: the host label is ``hostname`` on odd node indices (newer
   exporters) and ``Hostname`` otherwise; ``DCGM_FI_PROF_*`` is absent on every fourth Slurm node
   (and on the only one when there is one), so ``DCGM_FI_DEV_GPU_UTIL`` is the fallback there.

@@ -81,7 +81,7 @@ def build_series(cfg: SimConfig, m: Metrics, bad: list[BadSample]) -> list[Store
     cache: dict[float, str] = {}
     out: list[StoredSeries] = []
     for ent in sorted(m.entities.values(), key=lambda e: (e.node.index, e.gpu.index, e.mig.gi if e.mig else -1)):
-        sampled = m.sampled[ent.node.name]
+        sampled = m.present(ent)
         holders = ent.holder
         groups = [(h, np.flatnonzero(sampled & (holders == h))) for h in np.unique(holders[sampled])]
         base = _base_labels(ent)

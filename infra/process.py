@@ -29,6 +29,9 @@ class Service:
     ready: Callable[[], bool]
     env: dict[str, str] = field(default_factory=dict)
     cwd: Path | None = None
+    # the settings that matter to what the service does (no secrets): recorded when it starts, so
+    # a later ``up`` with other settings can say the running one differs
+    identity: dict[str, str] = field(default_factory=dict)
     start_timeout_s: float = 60.0
     stop_timeout_s: float = 20.0
 
@@ -77,7 +80,8 @@ def start(service: Service) -> tuple[int, bool]:
             service.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             env=env, cwd=service.cwd, start_new_session=True,
         )
-    service.pid_file.write_text(json.dumps({"pid": proc.pid, "argv": service.argv, "started": time.time()}))
+    service.pid_file.write_text(json.dumps({"pid": proc.pid, "argv": service.argv, "started": time.time(),
+                                            "identity": service.identity}))
     deadline = time.monotonic() + service.start_timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -88,6 +92,25 @@ def start(service: Service) -> tuple[int, bool]:
         time.sleep(0.25)
     stop(service)
     raise ServiceError(f"{service.name} not ready after {service.start_timeout_s:.0f}s: {_tail(service.log_file)}")
+
+
+def differences(service: Service) -> list[str]:
+    """How the running service (if any) was started otherwise than ``service`` says: argv and
+    identity settings, as "name: running → wanted"."""
+    if read_pid(service) is None:
+        return []
+    try:
+        record = json.loads(service.pid_file.read_text())
+    except (OSError, ValueError):
+        return []
+    out = []
+    if list(record.get("argv", [])) != service.argv:
+        out.append(f"command: {' '.join(record.get('argv', []))} → {' '.join(service.argv)}")
+    running = record.get("identity") or {}
+    for key in sorted(set(running) | set(service.identity)):
+        if running.get(key) != service.identity.get(key):
+            out.append(f"{key}: {running.get(key, '(unset)')} → {service.identity.get(key, '(unset)')}")
+    return out
 
 
 def stop(service: Service) -> bool:

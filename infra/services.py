@@ -19,8 +19,9 @@ from typing import Any
 
 from infra.errors import ServiceError
 from infra.kafka import broker
-from infra.process import Service, read_pid, start, stop
+from infra.process import Service, differences, read_pid, start, stop
 from pipelines.settings import Settings
+from sql import load_query
 from sql.client import get_client, server_client
 from sql.migrate import MigrationReport, migrate
 from streams import rollup
@@ -49,10 +50,13 @@ def endpoint_service(settings: Settings) -> Service:
 
 
 def worker_service(settings: Settings, index: int) -> Service:
+    """A stream worker with exactly these settings (``Settings.process_env``), not the ambient ones."""
     argv = [sys.executable, "-m", "streams", "worker", "--index", str(index)]
+    env = settings.process_env()
     return Service(
         name=f"worker-{index}", argv=argv, run_dir=settings.run_dir.resolve(),
-        log_dir=settings.log_dir.resolve(), ready=lambda: True, cwd=REPO_ROOT, start_timeout_s=5.0,
+        log_dir=settings.log_dir.resolve(), ready=lambda: True, env=env, cwd=REPO_ROOT, start_timeout_s=5.0,
+        identity={k: v for k, v in env.items() if "PASSWORD" not in k},
     )
 
 
@@ -71,9 +75,15 @@ class UpReport:
     external: list[str] = field(default_factory=list)
     topics_created: list[str] = field(default_factory=list)
     migrations: MigrationReport | None = None
+    stopped: list[str] = field(default_factory=list)
+    # running services started with other settings than this ``up``: name → differences
+    mismatched: dict[str, list[str]] = field(default_factory=dict)
 
 
-def up(settings: Settings, say: Say = _quiet, workers: int | None = None) -> UpReport:
+def up(settings: Settings, say: Say = _quiet, workers: int | None = None, stop_extra: bool = False) -> UpReport:
+    """Start what is not running (broker, endpoint, ``workers`` stream workers), create topics and
+    apply migrations. Running services started with other settings are reported in ``mismatched``;
+    with ``stop_extra``, running workers beyond ``workers`` are stopped."""
     report = UpReport()
     if settings.external_kafka:
         report.external.append(f"kafka {settings.bootstrap_servers}")
@@ -81,8 +91,7 @@ def up(settings: Settings, say: Say = _quiet, workers: int | None = None) -> UpR
             raise ServiceError(f"Kafka at {settings.bootstrap_servers} does not answer")
     else:
         say("starting Kafka broker")
-        _, now = start(broker.broker_service(settings))
-        (report.started if now else report.running).append("kafka")
+        _start(broker.broker_service(settings), report)
     say("creating topics")
     report.topics_created = broker.ensure_topics(settings)
     if settings.external_clickhouse:
@@ -91,17 +100,28 @@ def up(settings: Settings, say: Say = _quiet, workers: int | None = None) -> UpR
             raise ServiceError(f"ClickHouse at {settings.clickhouse_endpoint_url} does not answer on /ping")
     else:
         say("starting ClickHouse endpoint")
-        _, now = start(endpoint_service(settings))
-        (report.started if now else report.running).append("clickhouse")
+        _start(endpoint_service(settings), report)
     say("applying migrations")
     report.migrations = apply_migrations(settings)
     count = settings.stream_workers if workers is None else workers
     if count and _streams_available():
         for index in range(count):
             say(f"starting stream worker {index}")
-            _, now = start(worker_service(settings, index))
-            (report.started if now else report.running).append(f"worker-{index}")
+            _start(worker_service(settings, index), report)
+    for service in _local_services(settings) if stop_extra else []:  # fewer workers than run: stop the rest
+        if service.name.startswith("worker-") and int(service.name.removeprefix("worker-")) >= count:
+            say(f"stopping {service.name}")
+            if stop(service):
+                report.stopped.append(service.name)
     return report
+
+
+def _start(service: Service, report: UpReport) -> None:
+    differ = differences(service)
+    if differ:
+        report.mismatched[service.name] = differ
+    _, now = start(service)
+    (report.started if now else report.running).append(service.name)
 
 
 def _streams_available() -> bool:
@@ -146,19 +166,30 @@ def _local_services(settings: Settings) -> list[Service]:
     return services
 
 
-def replay(settings: Settings) -> int:
-    """Stop the local workers, empty the derived tables, rewind the group to offset 0 and start the
-    same number of workers (at least one) again; returns how many were started."""
-    from streams import replay as replay_log
+def replay(settings: Settings, from_kafka: bool = False) -> int:
+    """Stop the local workers, rebuild (``streams.replay``: from the raw tables, or from the Kafka
+    log when ``from_kafka`` and the log is whole) and start the same number of workers (at least
+    one) again; returns how many were started. A refused replay changes nothing and restarts only
+    the workers it stopped."""
+    from streams import replay as rebuild
 
     workers = [s for s in _local_services(settings) if s.name.startswith("worker-")]
+    if from_kafka:
+        rebuild.check_log_whole(settings, members_allowed=True)  # before stopping anything
     for service in workers:
         stop(service)
-    replay_log.truncate(settings)
-    replay_log.rewind(settings)
-    count = max(len(workers), 1)
-    for index in range(count):
-        start(worker_service(settings, index))
+    count = len(workers)
+    try:
+        if from_kafka:
+            rebuild.check_log_whole(settings)
+            rebuild.truncate(settings)
+            rebuild.rewind(settings)
+        else:
+            rebuild.rebuild_facts(settings)
+        count = max(count, 1)
+    finally:
+        for index in range(count):
+            start(worker_service(settings, index))
     return count
 
 
@@ -168,19 +199,45 @@ def status(settings: Settings) -> dict[str, Any]:
     for service in _local_services(settings):
         pid = read_pid(service)
         services[service.name] = {"running": pid is not None, "pid": pid}
+        wanted = _wanted(settings, service.name)
+        differ = differences(wanted) if wanted is not None else []
+        if differ:
+            services[service.name]["other_settings"] = differ
     kafka_ok = broker.broker_answers(settings)
     ch_ok = endpoint_answers(settings)
     services["kafka"] = {**services.get("kafka", {}), "answers": kafka_ok, "address": settings.bootstrap_servers}
     services["clickhouse"] = {**services.get("clickhouse", {}), "answers": ch_ok,
                               "address": settings.clickhouse_endpoint_url}
-    result: dict[str, Any] = {"services": services, "topics": {}, "tables": {}, "dead_letters": {}, "conflicts": {}}
+    result: dict[str, Any] = {"services": services, "topics": {}, "tables": {}, "dead_letters": {}, "conflicts": {},
+                              "quarantined": []}
     if kafka_ok:
         result["topics"] = broker.end_offsets(settings)
     if ch_ok:
         result["tables"], result["dead_letters"] = _table_counts(settings)
         if "attribution_conflicts" in result["tables"]:
             result["conflicts"] = _conflict_counts(settings)
+        if "attribution_quarantine" in result["tables"]:
+            result["quarantined"] = _quarantined(settings)
     return result
+
+
+def _wanted(settings: Settings, name: str) -> Service | None:
+    """The service as these settings would start it (the endpoint and the workers)."""
+    if name == "clickhouse" and not settings.external_clickhouse:
+        return endpoint_service(settings)
+    if name.startswith("worker-"):
+        return worker_service(settings, int(name.removeprefix("worker-")))
+    return None
+
+
+def _quarantined(settings: Settings) -> list[dict[str, Any]]:
+    """Nodes whose attribution stopped on their own input, with the reason (``streams.attribution.step``)."""
+    client = get_client(settings)
+    try:
+        rows = client.query(load_query("attribution_quarantine")).result_rows
+    finally:
+        client.close()
+    return [{"cluster": c, "node": n, "reason": r, "since": since} for c, n, r, _, since, _ in rows]
 
 
 def _conflict_counts(settings: Settings) -> dict[str, int]:

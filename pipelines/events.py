@@ -465,7 +465,7 @@ def decode(raw: bytes | str) -> Envelope:
     try:
         result: Envelope = _ANY_EVENT.validate_json(raw)
     except ValidationError as exc:
-        raise InvalidEvent(_one_line(exc)) from exc
+        raise InvalidEvent(one_line(exc)) from exc
     return result
 
 
@@ -474,7 +474,7 @@ def validate(obj: dict[str, Any]) -> Envelope:
     try:
         result: Envelope = _ANY_EVENT.validate_python(obj)
     except ValidationError as exc:
-        raise InvalidEvent(_one_line(exc)) from exc
+        raise InvalidEvent(one_line(exc)) from exc
     return result
 
 
@@ -495,7 +495,10 @@ class InvalidEvent(ValueError):
     """A record that cannot become a valid event; the reason is one line."""
 
 
-def _one_line(exc: ValidationError) -> str:
+def one_line(exc: BaseException) -> str:
+    """An error in one line: a validation error's first three field errors, or the message."""
+    if not isinstance(exc, ValidationError):
+        return " ".join(str(exc).split())[:500]
     parts = []
     for err in exc.errors()[:3]:
         loc = ".".join(str(p) for p in err.get("loc", ()))

@@ -44,6 +44,8 @@ class Settings(BaseSettings):
     kafka_sasl_password: SecretStr | None = Field(default=None, validation_alias=_alias("KAFKA_SASL_PASSWORD"))
     kafka_ssl_cafile: str | None = Field(default=None, validation_alias=_alias("KAFKA_SSL_CAFILE"))
     topic_prefix: str = Field(default="", description="prefix for every topic name (tests isolate with it)")
+    topic_retention_ms: int = Field(
+        default=-1, ge=-1, description="retention.ms of the topics `up` creates (-1: keep the log)")
 
     # --- ClickHouse ---------------------------------------------------------------------------
     clickhouse_url: str | None = Field(
@@ -63,6 +65,8 @@ class Settings(BaseSettings):
     # --- attribution --------------------------------------------------------------------------
     window_seconds: int = Field(default=60, ge=1, le=3600)
     allowed_lateness_seconds: int = Field(default=300, ge=0)
+    future_tolerance_seconds: int = Field(
+        default=300, ge=0, description="events later than now + this are dead letters (a node clock ahead)")
     stream_workers: int = Field(default=1, ge=0, le=16, description="workers `up` starts in the background")
 
     @field_validator("clickhouse_url")
@@ -119,6 +123,7 @@ class Settings(BaseSettings):
             "GPULEDGER_HOME": str(self.home),
             "GPULEDGER_WINDOW_SECONDS": str(self.window_seconds),
             "GPULEDGER_ALLOWED_LATENESS_SECONDS": str(self.allowed_lateness_seconds),
+            "GPULEDGER_FUTURE_TOLERANCE_SECONDS": str(self.future_tolerance_seconds),
         }
 
     def kafka_client_config(self) -> dict[str, object]:

@@ -22,17 +22,18 @@ import asyncio
 import ctypes
 import functools
 import logging
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import faust
-from clickhouse_connect.driver.exceptions import OperationalError
 from kafka.partitioner.default import murmur2
 
 from pipelines import events as ev
 from pipelines.producer import EventProducer
 from pipelines.settings import Settings, get_settings
 from pipelines.topics import DATA_TOPICS, GPU_METRICS, node_key, physical_name
+from sql.errors import describe, is_schema_error, is_transient
 from streams.attribution.step import run_step
 from streams.ingest.rows import dead_letter_row
 from streams.ingest.sink import Message, write_batch, write_dead_letters
@@ -81,6 +82,25 @@ class _Lane:
         return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
 
 
+class _Backoff:
+    """After a failed step, wait twice as long before the next one (1 s … 60 s); reset by a success."""
+
+    def __init__(self) -> None:
+        self.delay = 0.0
+        self.next_at = 0.0
+
+    def due(self) -> bool:
+        return time.monotonic() >= self.next_at
+
+    def failed(self) -> float:
+        self.delay = min(max(self.delay * 2, STEP_INTERVAL_S), 60.0)
+        self.next_at = time.monotonic() + self.delay
+        return self.delay
+
+    def succeeded(self) -> None:
+        self.delay = 0.0
+
+
 def create_app(settings: Settings) -> faust.App:
     app = faust.App(
         settings.topic_prefix + CONSUMER_GROUP,
@@ -111,7 +131,7 @@ def create_app(settings: Settings) -> faust.App:
             dlq_producer[0].dead_letter(letter)
         dlq_producer[0].flush()
 
-    def quarantine(message: Message, reason: str) -> None:
+    def dead_letter(message: Message, reason: str) -> None:
         letter = ev.DeadLetter.build(topic=message.topic.removesuffix(".dlq"), source="streams", reason=reason,
                                      raw=message.value, origin=f"{message.topic}:{message.partition}:{message.offset}")
         warehouse.insert("dead_letters", [dead_letter_row(letter)])
@@ -121,9 +141,9 @@ def create_app(settings: Settings) -> faust.App:
     for topic in DATA_TOPICS:
         _register_sink(app, topic.name, physical_name(topic, settings), sink.run,
                        functools.partial(write_batch, warehouse, publish_dead_letters=publish_dead_letters),
-                       quarantine)
+                       dead_letter)
         _register_sink(app, topic.dlq, physical_name(topic, settings, dlq=True), sink.run,
-                       functools.partial(write_dead_letters, warehouse), quarantine)
+                       functools.partial(write_dead_letters, warehouse), dead_letter)
 
     metrics_topic = physical_name(GPU_METRICS, settings)
 
@@ -131,58 +151,85 @@ def create_app(settings: Settings) -> faust.App:
         assigned = {tp.partition for tp in app.consumer.assignment() if tp.topic == metrics_topic}
         return partition_of(node_key(cluster, node), GPU_METRICS.partitions) in assigned
 
+    backoff = _Backoff()
+
     @app.timer(interval=STEP_INTERVAL_S)
     async def attribution_timer() -> None:
+        if not backoff.due():
+            return
         try:
             report = await attribution.run(run_step, attribution.warehouse, settings, owns)
             if report.facts:
                 release_free_memory()
-        except Exception:  # a failed step is retried on the next tick; facts are idempotent
-            log.exception("attribution step failed; retrying next tick")
+        except Exception as exc:  # facts are idempotent: the step is tried again, later each time
+            delay = backoff.failed()
+            if is_transient(exc):
+                log.warning("attribution step: warehouse unavailable (%s); next try in %.0fs", describe(exc), delay)
+            else:
+                log.exception("attribution step failed; next try in %.0fs", delay)
             return
+        backoff.succeeded()
         if report.windows:
             log.info("attributed %d windows on %d nodes (%d facts)", report.windows, report.nodes, report.facts)
 
     return app
 
 
-async def _write_with_isolation(run: Any, write: Any, messages: list[Message], logical: str,
-                                quarantine: Any) -> None:
-    """Write a batch; retry while the warehouse is unreachable; isolate a message that breaks processing.
+class WarehouseMismatch(RuntimeError):
+    """The warehouse does not match this version (a table, column or grant is missing)."""
 
-    Connection errors keep the batch unacknowledged and retry with back-off (nothing is lost). Any
-    other error is a defect triggered by some message: the batch is written one message at a time
-    and each message that still fails becomes a dead letter with the error as its reason, so one
-    message can never stop the worker.
+
+async def _write_durably(run: Any, write: Any, messages: list[Message], logical: str, dead_letter: Any) -> None:
+    """Write a batch; return only once its rows are durable (the caller then acknowledges it).
+
+    Messages were validated before any I/O (``decode_batch``), so an I/O error is not a bad
+    message: a transient one (``sql.errors.is_transient``: unreachable, overloaded, read-only,
+    a proxy's 5xx) keeps the batch unacknowledged and retries with back-off for as long as it
+    lasts; a schema error raises ``WarehouseMismatch`` and stops the worker — nothing can be
+    written until an operator acts, and dead-lettering would only hide it. Any other error was
+    caused by the request's content: the batch is written one message at a time and each message
+    that still fails becomes a dead letter with the error as its reason.
     """
     delay = 1.0
     while True:
         try:
             await run(write, messages)
             return
-        except OperationalError:
-            log.warning("warehouse unreachable while writing %s; retrying in %.0fs", logical, delay)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 30.0)
-        except Exception:
-            log.exception("a %s batch failed; isolating the message that breaks it", logical)
+        except Exception as exc:
+            if is_transient(exc):
+                log.warning("warehouse unavailable while writing %s (%s); retrying in %.0fs",
+                            logical, describe(exc), delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 30.0)
+                continue
+            if is_schema_error(exc):
+                raise WarehouseMismatch(f"writing {logical} failed: {describe(exc)}; "
+                                        "run `gpuledger migrate` or fix the warehouse user's grants") from exc
+            log.exception("a %s batch failed (%s); isolating the message that breaks it", logical, describe(exc))
             break
     for message in messages:
         try:
             await run(write, [message])
-        except OperationalError:
-            await _write_with_isolation(run, write, [message], logical, quarantine)
         except Exception as exc:
-            await run(quarantine, message, f"processing failed: {type(exc).__name__}: {exc}")
+            if is_transient(exc) or is_schema_error(exc):
+                await _write_durably(run, write, [message], logical, dead_letter)
+            else:
+                letter = functools.partial(dead_letter, reason=f"processing failed: {describe(exc)}")
+                await _write_durably(run, lambda ms, letter=letter: letter(ms[0]), [message], logical, dead_letter)
 
 
-def _register_sink(app: faust.App, logical: str, physical: str, run: Any, write: Any, quarantine: Any) -> None:
+def _register_sink(app: faust.App, logical: str, physical: str, run: Any, write: Any, dead_letter: Any) -> None:
     topic = app.topic(physical, key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw")
 
     async def sink(stream: faust.StreamT) -> None:
         async for batch in stream.take_events(BATCH_MAX, within=BATCH_WITHIN_S):  # type: ignore[attr-defined]
             messages = [Message(logical, e.message.partition, e.message.offset, e.message.value) for e in batch]
-            await _write_with_isolation(run, write, messages, logical, quarantine)
+            try:
+                await _write_durably(run, write, messages, logical, dead_letter)
+            except WarehouseMismatch as exc:
+                log.critical("%s: stopping the worker", exc)
+                await app.crash(exc)
+                return
 
     sink.__name__ = f"sink_{logical.replace('.', '_')}"
     app.agent(topic, name=f"gpuledger.sink.{logical}")(sink)

@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass
 
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
+from kafka.errors import KafkaError
 
 from pipelines.errors import PipelineError
 from pipelines.settings import Settings
@@ -20,6 +21,7 @@ from sql import load_query
 from sql.client import get_client
 
 CONSUMER_GROUP = "gpuledger-streams"
+NO_WORKER_GRACE_S = 20.0  # a worker just started takes a few seconds to join its group
 
 
 class NotCaughtUp(PipelineError):
@@ -30,6 +32,7 @@ class NotCaughtUp(PipelineError):
 class Lag:
     messages: int
     nodes_pending: int
+    quarantined: int = 0  # nodes whose attribution stopped on their own input: not waited for
 
 
 def end_offsets(settings: Settings) -> dict[TopicPartition, int]:
@@ -59,21 +62,49 @@ def current_lag(settings: Settings, targets: dict[TopicPartition, int]) -> Lag:
     client = get_client(settings)
     try:
         rows = client.query(load_query("attribution_pending")).result_rows
+        held = {(c, n) for c, n, *_ in client.query(load_query("attribution_quarantine")).result_rows}
     finally:
         client.close()
-    pending = sum(1 for r in rows if r[5] > 0 or r[7] is None or r[7] <= r[3])
-    return Lag(behind, pending)
+    pending = sum(1 for r in rows if (r[5] > 0 or r[7] is None or r[7] <= r[3]) and (r[0], r[1]) not in held)
+    return Lag(behind, pending, len(held))
+
+
+def group_members(settings: Settings) -> int:
+    """How many stream workers are members of the workers' consumer group right now."""
+    group = settings.topic_prefix + CONSUMER_GROUP
+    admin = KafkaAdminClient(**settings.kafka_client_config())
+    try:
+        if group not in {g.get("group_id") for g in admin.list_groups()}:
+            return 0  # never joined, or emptied and expired
+        described = admin.describe_groups([group])
+    except KafkaError as exc:
+        raise PipelineError(f"cannot describe consumer group {group}: {exc}") from exc
+    finally:
+        admin.close()
+    return len((described.get(group) or {}).get("members") or [])
 
 
 def wait_until_reflected(settings: Settings, targets: dict[TopicPartition, int], timeout_s: float,
                          poll_s: float = 0.5) -> Lag:
-    deadline = time.monotonic() + timeout_s
+    """Wait until the ingested events are reflected in the facts; fails early, naming the cause,
+    when no stream worker has been a member of the group for ``NO_WORKER_GRACE_S``."""
+    started = time.monotonic()
+    deadline = started + timeout_s
     lag = current_lag(settings, targets)
+    last_member = started
     while lag.messages or lag.nodes_pending:
-        if time.monotonic() > deadline:
+        now = time.monotonic()
+        if group_members(settings):
+            last_member = now
+        elif now - last_member > NO_WORKER_GRACE_S:
+            raise NotCaughtUp(
+                f"no stream worker consumes the topics (consumer group {settings.topic_prefix + CONSUMER_GROUP} "
+                f"has no member); {lag.messages} messages unconsumed, {lag.nodes_pending} nodes not attributed: "
+                "start workers with `gpuledger up` or `gpuledger stream` (same database and topic prefix)")
+        if now > deadline:
             raise NotCaughtUp(
                 f"after {timeout_s:.0f}s {lag.messages} messages are unconsumed and {lag.nodes_pending} nodes "
-                "not yet attributed: is a stream worker running? (gpuledger up / gpuledger stream)")
+                "not yet attributed; the stream workers' logs say why")
         time.sleep(poll_s)
         lag = current_lag(settings, targets)
     return lag

@@ -4,7 +4,7 @@ Flush order of the raw sink, and what each step's failure does:
 
 1. **dedupe the batch** by event id (a redelivered message within one batch counts once);
 2. **insert** raw rows, dead letters and ``node_activity`` (clickhouse-connect, retried with
-   back-off on connection errors); a failure here raises, the batch is not acknowledged, and
+   back-off on transient errors, ``sql.errors``); a failure here raises, the batch is not acknowledged, and
    Kafka redelivers it — the tables are ReplacingMergeTree on the event id, so a partly
    written batch written again converges to the same rows;
 3. **commit offsets** — Faust acknowledges the events only after step 2 returned.
@@ -25,12 +25,12 @@ from typing import Any
 
 import orjson
 from clickhouse_connect.driver.client import Client
-from clickhouse_connect.driver.exceptions import OperationalError
 
-from pipelines.events import AllocationData
+from pipelines.events import AllocationData, one_line
 from pipelines.settings import Settings
 from sql import load_query
 from sql.client import get_client
+from sql.errors import describe, is_transient
 from sql.values import as_utc
 from streams import rollup
 from streams.attribution.attempts import AttemptFact, Checkpoint, end_superseded, next_starts
@@ -56,6 +56,18 @@ class NodeFacts:
     window_seconds: int = 0
 
 
+@dataclass(frozen=True)
+class Quarantine:
+    """A node whose attribution failed on its own input; ``reason`` '' takes it out again."""
+
+    cluster: str
+    node: str
+    reason: str
+    input_seq: int  # its newest activity when it failed: newer input is tried again
+    since: datetime  # its first failure
+    tried_seq: int = 0  # when it last failed (ns)
+
+
 def now_seq() -> int:
     return time.time_ns()
 
@@ -64,6 +76,10 @@ class Warehouse:
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
         self._client: Client | None = None
+
+    @property
+    def settings(self) -> Settings:
+        return self._settings
 
     @property
     def client(self) -> Client:
@@ -81,10 +97,10 @@ class Warehouse:
         for attempt in range(RETRIES):
             try:
                 return fn()
-            except OperationalError as exc:  # connection refused/reset: the endpoint restarts
-                if attempt == RETRIES - 1:
+            except Exception as exc:  # unreachable, restarting or overloaded: the same request succeeds later
+                if not is_transient(exc) or attempt == RETRIES - 1:
                     raise
-                log.warning("%s failed (%s); retrying in %.1fs", what, exc, delay)
+                log.warning("%s failed (%s); retrying in %.1fs", what, describe(exc), delay)
                 self.close()
                 time.sleep(delay)
                 delay = min(delay * 2, 10.0)
@@ -115,6 +131,18 @@ class Warehouse:
         return [tuple(as_utc(v) if isinstance(v, datetime) else v for v in row)
                 for row in self.query("attribution_pending")]
 
+    def quarantined(self) -> dict[tuple[str, str], Quarantine]:
+        """The nodes in quarantine now, by (cluster, node)."""
+        return {(str(c), str(n)): Quarantine(str(c), str(n), str(r), int(seq), as_utc(since), int(tried))
+                for c, n, r, seq, since, tried in self.query("attribution_quarantine")}
+
+    def write_quarantine(self, entries: Sequence[Quarantine]) -> None:
+        """Put nodes into quarantine, or (reason '') take them out."""
+        version = now_seq()
+        self.insert("attribution_quarantine", [{"cluster": e.cluster, "node": e.node, "reason": e.reason,
+                                                "input_seq": e.input_seq, "since": e.since, "version": version}
+                                               for e in entries])
+
     def query_columns(self, name: str, params: dict[str, Any]) -> Sequence[Sequence[Any]]:
         sql = load_query(name)
         result = self._retry("query", lambda: self.client.query(sql, parameters=params))
@@ -135,14 +163,24 @@ class Warehouse:
             out[str(node_col[lo])] = SampleColumns((times[lo:hi], *(c[lo:hi] for c in rest)))
         return out
 
-    def placements(self, cluster: str, nodes: Sequence[str], start: datetime,
-                   end: datetime) -> dict[str, list[AllocationData]]:
+    def placements(self, cluster: str, nodes: Sequence[str], start: datetime, end: datetime,
+                   rejected: dict[str, str] | None = None) -> dict[str, list[AllocationData]]:
         """The latest snapshot of every placement on ``nodes`` that overlaps [start, end), per node;
-        one without an end record ends where a later attempt of its job started."""
+        one without an end record ends where a later attempt of its job started.
+
+        A stored snapshot that today's contract rejects (written by an older version, or straight
+        into the table) is left out and its node named in ``rejected`` with the reason.
+        """
         params = {"cluster": cluster, "nodes": list(nodes), "start": start, "end": end}
         rows = self.query("attribution_placements", params)
         out: dict[str, list[AllocationData]] = {}
-        loaded = [(str(node), AllocationData.model_validate(orjson.loads(payload))) for node, payload in rows]
+        loaded = []
+        for node, payload in rows:
+            try:
+                loaded.append((str(node), AllocationData.model_validate(orjson.loads(payload))))
+            except ValueError as exc:
+                if rejected is not None:
+                    rejected.setdefault(str(node), f"stored allocation rejected: {one_line(exc)}")
         open_jobs = sorted({p.job_id for _, p in loaded if p.end_time is None})
         later = {}
         if open_jobs:

@@ -102,6 +102,7 @@ def broker_service(settings: Settings) -> Service:
     return Service(
         name="kafka", argv=argv, run_dir=settings.run_dir.resolve(), log_dir=settings.log_dir.resolve(),
         ready=lambda: broker_answers(settings), start_timeout_s=90.0, stop_timeout_s=30.0,
+        identity={"KAFKA_PORT": str(settings.kafka_port), "KAFKA_CONTROLLER_PORT": str(settings.kafka_controller_port)},
     )
 
 
@@ -131,8 +132,9 @@ def ensure_topics(settings: Settings) -> list[str]:
     admin = KafkaAdminClient(**settings.kafka_client_config())
     try:
         existing = set(admin.list_topics())
+        retention = {"retention.ms": str(settings.topic_retention_ms)}  # explicit: a replay needs the log
         wanted = [
-            NewTopic(name, partitions, 1, topic_configs={"cleanup.policy": "compact"} if compacted else {})
+            NewTopic(name, partitions, 1, topic_configs={"cleanup.policy": "compact"} if compacted else retention)
             for name, partitions, compacted in all_physical_topics(settings)
             if name not in existing
         ]

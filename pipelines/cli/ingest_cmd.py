@@ -105,6 +105,9 @@ def ingest(
         console.print(f"  [yellow]dead letter[/] ×{count}: {reason}")
     if wait and not dry_run:
         console.print(f"reflected in the facts after {info['wait_seconds']:.1f}s")
+        if info.get("quarantined_nodes"):
+            console.print(f"[yellow]{info['quarantined_nodes']} node(s) in quarantine[/]: their attribution stopped "
+                          "on their input; `gpuledger status` names them and the reason")
 
 
 def publish(result: ParseResult, wait: bool, timeout: float) -> dict[str, Any]:
@@ -119,8 +122,9 @@ def publish(result: ParseResult, wait: bool, timeout: float) -> dict[str, Any]:
         from streams.progress import end_offsets, wait_until_reflected
 
         t1 = time.perf_counter()
-        wait_until_reflected(settings, end_offsets(settings), timeout)
+        lag = wait_until_reflected(settings, end_offsets(settings), timeout)
         out["wait_seconds"] = round(time.perf_counter() - t1, 3)
+        out["quarantined_nodes"] = lag.quarantined
     return out
 
 

@@ -20,6 +20,7 @@ from pipelines.cli import (
     check_cmd,
     collect_cmd,
     demo_cmd,
+    dlq_cmd,
     export_cmd,
     ingest_cmd,
     report_cmd,
@@ -42,6 +43,7 @@ collect_cmd.register(app)
 simulate_cmd.register(app)
 demo_cmd.register(app)
 bench_cmd.register(app)
+dlq_cmd.register(app)
 export_cmd.register(app, report_cmd.report_app)
 app.command(help="Round-trip a probe through Kafka and ClickHouse and show it.")(check_cmd.check)
 

@@ -20,7 +20,7 @@ def register(app: typer.Typer) -> None:
     app.command(help="Services, topics with end offsets, tables with row counts, dead letters.")(status)
     app.command(help="Apply the SQL migrations in sql/ddl (also done by `up`).")(migrate)
     app.command(help="Run one stream worker in the foreground (`up` starts them in the background).")(stream)
-    app.command(help="Rebuild every fact by replaying the Kafka topics from offset 0.")(replay)
+    app.command(help="Rebuild every fact from the raw tables (or, --from-kafka, from the log).")(replay)
 
 
 def up(
@@ -31,13 +31,18 @@ def up(
 
     settings = get_settings()
     with console.status("starting services") as spinner:
-        report = services_up(settings, say=lambda msg: spinner.update(msg), workers=workers)
+        report = services_up(settings, say=lambda msg: spinner.update(msg), workers=workers, stop_extra=True)
     for name in report.started:
         console.print(f"[green]started[/] {name}")
     for name in report.running:
         console.print(f"[dim]already running[/] {name}")
     for name in report.external:
         console.print(f"[cyan]external[/] {name}")
+    for name in report.stopped:
+        console.print(f"[yellow]stopped[/] {name}")
+    for name, differ in report.mismatched.items():
+        console.print(f"[yellow]{name} runs with other settings than these[/] ({'; '.join(differ)}): "
+                      "`gpuledger down` and `gpuledger up` restart it with these settings")
     if report.topics_created:
         console.print(f"created {len(report.topics_created)} topics")
     if report.migrations:
@@ -72,10 +77,20 @@ def status(
     for name, info in result["services"].items():
         services.add_row(name, str(info.get("pid") or "-"), str(info.get("answers", "-")), str(info.get("address", "")))
     console.print(services)
+    for name, info in result["services"].items():
+        if info.get("other_settings"):
+            console.print(f"[yellow]{name} runs with other settings than these[/]: {'; '.join(info['other_settings'])}")
     _print_counts("topics (end offset)", result["topics"])
     _print_counts("tables (rows)", result["tables"])
     _print_counts("dead letters by topic", result["dead_letters"])
     _print_counts("conflicting claims (GPU-windows, see `report conflicts`)", result.get("conflicts", {}))
+    if result.get("quarantined"):
+        held = Table(title="nodes in quarantine (attribution stopped on their input; fix it and re-send)")
+        for col in ("cluster", "node", "since", "reason"):
+            held.add_column(col)
+        for q in result["quarantined"]:
+            held.add_row(q["cluster"], q["node"], f"{q['since']:%Y-%m-%d %H:%M:%S}", q["reason"])
+        console.print(held)
 
 
 def _print_counts(title: str, counts: dict[str, int]) -> None:
@@ -107,13 +122,17 @@ def stream(
 
 
 def replay(
-    yes: Annotated[bool, typer.Option("--yes", help="confirm: empty the derived tables and rebuild them")] = False,
+    yes: Annotated[bool, typer.Option("--yes", help="confirm: empty the facts and rebuild them")] = False,
+    from_kafka: Annotated[bool, typer.Option(
+        "--from-kafka", help="also rebuild the raw tables from the topics (refused unless the log is whole)")] = False,
 ) -> None:
-    """Rebuild every fact from the Kafka log: stop the local workers, empty the warehouse's derived
-    tables, rewind the workers' offsets to 0 and start the workers again."""
+    """Rebuild every fact: from the warehouse's raw tables (default; Kafka is not needed and no raw
+    row is touched), or with --from-kafka from the topics' offset 0 (refused, changing nothing,
+    when retention has removed the start of a topic or a worker elsewhere still consumes)."""
     from infra.services import replay as services_replay
 
     if not yes:
-        raise typer.BadParameter("this empties the facts and rebuilds them from the log; pass --yes")
-    count = services_replay(get_settings())
-    console.print(f"replaying from offset 0 with {count} worker(s); `gpuledger status` shows progress")
+        raise typer.BadParameter("this empties the facts and rebuilds them; pass --yes")
+    count = services_replay(get_settings(), from_kafka=from_kafka)
+    origin = "the topics' offset 0" if from_kafka else "the raw tables"
+    console.print(f"rebuilding the facts from {origin} with {count} worker(s); `gpuledger status` shows progress")

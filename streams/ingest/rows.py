@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -137,10 +138,56 @@ def dead_letter_row(letter: ev.DeadLetter) -> Row:
             "raw": letter.raw, "origin": letter.origin or "", "time": letter.time}
 
 
-def rows_for(events: list[ev.Envelope]) -> tuple[dict[str, Table], dict[tuple[str, str], Activity]]:
+Changed = Callable[[ev.AllocationEvent], tuple[datetime, datetime] | None]
+
+
+def _whole(e: ev.AllocationEvent | ev.NodeStateEvent) -> tuple[datetime, datetime]:
+    start = getattr(e.data, "start_time", None) or e.time
+    end = getattr(e.data, "end_time", None) or e.time
+    return min(start, e.time), max(end, e.time)
+
+
+# what an end record adds to a running snapshot: none of it changes a window before the end
+END_FIELDS = frozenset({"state", "end_time", "outcome", "failure_reason", "exit_code", "signal", "scheduler_state"})
+Snapshot = tuple[tuple[int, datetime], dict[str, Any]]  # (rank: ended 2 / running 1, event time), payload
+
+
+def allocation_change(previous: Snapshot | None, e: ev.AllocationEvent) -> tuple[datetime, datetime] | None:
+    """The time range whose attribution ``e`` changes on its node, given the placement's snapshot in
+    force (``previous``); None when nothing changes.
+
+    * the stored snapshot stays in force (it ranks higher: ended beats running, then the later
+      event) or ``e`` repeats it (a re-published ``running`` snapshot) → nothing;
+    * ``e`` only ends the placement (or moves its end) → from the earlier of the two ends on: a
+      window before it was computed with the placement running, exactly as it ran;
+    * anything else (owner, GPUs, devices, start) → the placement's whole range.
+    """
+    whole = _whole(e)
+    if previous is None:
+        return whole
+    rank, before = previous
+    mine = (2 if e.data.state == "ended" else 1, e.time)
+    if mine < rank:
+        return None
+    after = e.data.model_dump(mode="json")
+    if {k: v for k, v in after.items() if k not in END_FIELDS} != {k: v for k, v in before.items()
+                                                                  if k not in END_FIELDS}:
+        return whole
+    if after.get("end_time") == before.get("end_time"):
+        return None
+    ends = [datetime.fromisoformat(t.replace("Z", "+00:00")) for t in (after.get("end_time"), before.get("end_time"))
+            if t]
+    since = min(ends)
+    return since, max(since, whole[1])
+
+
+def rows_for(events: list[ev.Envelope], changed: Changed | None = None
+             ) -> tuple[dict[str, Table], dict[tuple[str, str], Activity]]:
     """Rows per table, and per (cluster, node) activity, for a batch of validated events.
 
     ``gpu_samples`` (the bulk: one row per GPU per scrape) comes as columns, the others as rows.
+    ``changed`` gives the time range an allocation event changes on its node (None: nothing);
+    without it, the whole range of the placement counts as changed.
     """
     tables: dict[str, list[Row]] = defaultdict(list)
     samples: dict[str, list[Any]] = {name: [] for name in SAMPLE_COLUMNS}
@@ -161,9 +208,9 @@ def rows_for(events: list[ev.Envelope]) -> tuple[dict[str, Table], dict[tuple[st
             tables["raw_scheduler_allocations"].append(_allocation_row(e))
             node = e.data.node
             if node:
-                start = getattr(e.data, "start_time", None) or e.time
-                end = getattr(e.data, "end_time", None) or e.time
-                touch(e.cluster, node, min(start, e.time), max(end, e.time), True)
+                span = changed(e) if changed is not None and isinstance(e, ev.AllocationEvent) else _whole(e)
+                if span is not None:
+                    touch(e.cluster, node, span[0], span[1], True)
         elif isinstance(e, ev.StorageEvent):
             tables["storage_samples"].extend(_storage_rows(e))
         elif isinstance(e, ev.CheckpointEvent):

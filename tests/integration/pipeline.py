@@ -113,6 +113,19 @@ class Pipeline:
         return [tuple(r) for r in rows]
 
 
+    def attempts_digest(self) -> list[tuple[Any, ...]]:
+        """Every attempt record (its newest version), without the version, in a stable order."""
+        client = get_client(self.settings)
+        try:
+            rows = client.query(
+                "SELECT cluster, job_id, attempt, state, start_time, end_time, outcome, failure_reason, nodes, "
+                "round(gpu_seconds, 6), round(lost_gpu_seconds, 6) FROM job_attempts FINAL "
+                "ORDER BY cluster, job_id, attempt").result_rows
+        finally:
+            client.close()
+        return [tuple(r) for r in rows]
+
+
 def wait_for(predicate: Any, timeout_s: float, what: str) -> None:
     deadline = time.monotonic() + timeout_s
     while not predicate():

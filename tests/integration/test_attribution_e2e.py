@@ -19,6 +19,7 @@ import pytest
 from pipelines import events as ev
 from pipelines.producer import EventProducer
 from pipelines.settings import Settings
+from streams import replay
 from tests.integration.pipeline import Pipeline, wait_for
 
 pytestmark = pytest.mark.integration
@@ -116,6 +117,15 @@ def test_same_facts_with_two_workers_after_a_kill_and_after_replay(pipeline: Pip
     pipeline.wait(timeout_s=600)
     assert _totals(pipeline, truth) == first_totals
     assert pipeline.facts_digest() == first_digest
+    attempts = pipeline.attempts_digest()
+    # the default rebuild: from the raw tables alone (no Kafka), the same facts and attempts
+    pipeline.stop_all()
+    replay.rebuild_facts(pipeline.settings)
+    assert pipeline.facts_digest() == []
+    pipeline.start_worker(4)
+    pipeline.wait(timeout_s=600)
+    assert pipeline.facts_digest() == first_digest
+    assert pipeline.attempts_digest() == attempts
 
 
 def _sample(node: str, t: datetime) -> ev.Envelope:

@@ -6,7 +6,9 @@ messages through a fresh pipeline with one fault injected and compares digests:
 (b) a private Kafka broker stopped and started again during ingestion; (c) a private ClickHouse
 endpoint SIGKILLed during the sink and restarted on the same data directory and port; (d) 10k
 malformed messages mixed into the good ones — every bad one becomes a dead letter with a reason
-and the worker keeps going.
+and the worker keeps going; (e) the warehouse answers TOO_MANY_SIMULTANEOUS_QUERIES,
+MEMORY_LIMIT_EXCEEDED, TIMEOUT_EXCEEDED and a bare 503 for 10 s (a proxy in front of the real
+endpoint) — waited out, no dead letter; (f) a table missing — the worker stops, naming it.
 
 (a) is ``test_attribution_e2e.py::test_same_facts_with_two_workers_after_a_kill_and_after_replay``:
 it SIGKILLs a worker mid-stream and compares the facts' digest with a clean replay of the same
@@ -38,6 +40,7 @@ from pipelines.topics import GPU_METRICS, SCHEDULER_ALLOCATIONS, node_key, physi
 from sql.client import get_client
 from tests.conftest import Endpoints
 from tests.integration._endpoint_process import EndpointProcess
+from tests.integration._fault_proxy import FaultProxy
 from tests.integration.pipeline import Pipeline, wait_for
 
 pytestmark = pytest.mark.integration
@@ -213,5 +216,47 @@ def test_ten_thousand_malformed_messages_are_dead_letters_and_the_good_ones_are_
                               sample_message(LOAD, 0, ROUNDS + 10))
         wait_for(lambda: _count(settings, "SELECT count() FROM gpu_samples WHERE time = "
                                 f"'{later:%Y-%m-%d %H:%M:%S}'") == 8, 60, "a good message after the garbage")
+    finally:
+        pipeline.stop_all()
+
+
+def test_an_overloaded_warehouse_is_waited_out_without_dead_letters(
+        endpoints: Endpoints, messages: list[Message], clean_digest: list[tuple[Any, ...]], tmp_path: Path) -> None:
+    """The endpoint answers TOO_MANY_SIMULTANEOUS_QUERIES, MEMORY_LIMIT_EXCEEDED, TIMEOUT_EXCEEDED
+    and a bare 503 for 10 s mid-stream: every batch waits and is written once it passes."""
+    proxy = FaultProxy(endpoints.clickhouse_url)
+    pipeline = Pipeline(_settings(endpoints, tmp_path, clickhouse_url=proxy.url), tmp_path)
+    try:
+        _half_then_rest(pipeline, messages, lambda: proxy.fail_for(10))
+        wait_for(lambda: proxy.failed >= 8, 30, "the worker to meet the failing warehouse")
+        wait_for(lambda: not proxy.failing, 30, "the end of the fault")  # this test reads through the proxy too
+        pipeline.wait(timeout_s=180)
+        assert pipeline.facts_digest() == clean_digest
+        samples = sum(1 for topic, _, _ in messages if topic == GPU_METRICS.name) * 8
+        assert _count(pipeline.settings, "SELECT count() FROM gpu_samples FINAL") == samples
+        assert _count(pipeline.settings, "SELECT count() FROM dead_letters") == 0
+        assert pipeline.workers[0].poll() is None
+    finally:
+        pipeline.stop_all()
+        proxy.close()
+
+
+def test_a_warehouse_without_the_tables_stops_the_worker_loudly(
+        endpoints: Endpoints, messages: list[Message], tmp_path: Path) -> None:
+    """A schema error is not a bad message: nothing becomes a dead letter, the worker exits naming it."""
+    pipeline = Pipeline(_settings(endpoints, tmp_path), tmp_path)
+    try:
+        client = get_client(pipeline.settings)
+        try:
+            client.command("DROP TABLE gpu_samples")
+        finally:
+            client.close()
+        publish(pipeline.settings, messages[:50])
+        pipeline.start_worker(0)
+        pipeline.workers[0].wait(timeout=120)
+        assert pipeline.workers[0].returncode != 0
+        log = (tmp_path / "worker-0.log").read_text()
+        assert "code 60" in log and "gpuledger migrate" in log
+        assert _count(pipeline.settings, "SELECT count() FROM dead_letters") == 0
     finally:
         pipeline.stop_all()

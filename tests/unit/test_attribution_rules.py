@@ -148,26 +148,41 @@ def test_invalid_messages_become_dead_letters_and_duplicates_collapse() -> None:
     assert all(d.reason and d.topic == "gpu.metrics" for d in dead)
 
 
-def _row(max_min: float, last_seq_age_s: float, closed: float | None, pending: int, dirty: float) -> tuple[Any, ...]:
+def _row(max_min: float, last_seq_age_s: float, closed: float | None, pending: int,
+         dirty: float) -> tuple[tuple[Any, ...], float, int]:
+    """A node's pending row with times in minutes after ``base`` (two hours before the wall clock)."""
     now = 60 * 166_666_666.0  # minute-aligned
+    base = now - 7200
 
     def dt(x: float) -> datetime:
         return datetime.fromtimestamp(x, tz=UTC)
 
-    return ("c", "n", dt(now - 3600), dt(now + max_min * 60), int((now - last_seq_age_s) * 1e9), pending,
-            dt(now + dirty * 60), dt(now + closed * 60) if closed is not None else dt(0), 0), now
+    row = ("c", "n", dt(base - 3600), dt(base + max_min * 60), int((now - last_seq_age_s) * 1e9), pending,
+           dt(base + dirty * 60), dt(base + closed * 60) if closed is not None else dt(0), 0)
+    return row, base, int(now * 1e9)
 
 
 def test_windows_close_by_watermark_or_idle_and_late_activity_reopens_them() -> None:
     s = Settings(window_seconds=60, allowed_lateness_seconds=300)
-    row, now = _row(max_min=30, last_seq_age_s=0.1, closed=10, pending=1, dirty=20)
-    assert plan(row, s, int(now * 1e9)) == (now + 600, now + 1500)  # watermark: 30 min - 5 min lateness
-    row, now = _row(max_min=30, last_seq_age_s=10, closed=10, pending=1, dirty=20)
-    assert plan(row, s, int(now * 1e9)) == (now + 600, now + 1860)  # idle: close past the newest event
-    row, now = _row(max_min=30, last_seq_age_s=10, closed=31, pending=1, dirty=5)
-    assert plan(row, s, int(now * 1e9)) == (now + 300, now + 1860)  # late event: recompute from it
-    row, now = _row(max_min=30, last_seq_age_s=10, closed=31, pending=0, dirty=5)
-    assert plan(row, s, int(now * 1e9)) is None  # nothing new
+    row, base, now_ns = _row(max_min=30, last_seq_age_s=0.1, closed=10, pending=1, dirty=20)
+    assert plan(row, s, now_ns) == (base + 600, base + 1500)  # watermark: 30 min - 5 min lateness
+    row, base, now_ns = _row(max_min=30, last_seq_age_s=10, closed=10, pending=1, dirty=20)
+    assert plan(row, s, now_ns) == (base + 600, base + 1860)  # idle: close past the newest event
+    row, base, now_ns = _row(max_min=30, last_seq_age_s=10, closed=31, pending=1, dirty=5)
+    assert plan(row, s, now_ns) == (base + 300, base + 1860)  # late event: recompute from it
+    row, base, now_ns = _row(max_min=30, last_seq_age_s=10, closed=31, pending=0, dirty=5)
+    assert plan(row, s, now_ns) is None  # nothing new
+
+
+def test_no_window_closes_before_it_began_on_the_wall_clock() -> None:
+    """Events up to 4 min ahead (within the future tolerance): the idle flush closes the current
+    window, never one that has not begun."""
+    s = Settings(window_seconds=60, allowed_lateness_seconds=0)
+    row, base, now_ns = _row(max_min=124, last_seq_age_s=10, closed=10, pending=1, dirty=20)
+    now = now_ns / 1e9
+    assert plan(row, s, now_ns) == (base + 600, now + 60)
+    row, base, now_ns = _row(max_min=124, last_seq_age_s=0.1, closed=10, pending=1, dirty=20)
+    assert plan(row, s, now_ns) == (base + 600, now + 60)  # the watermark is ahead too
 
 
 def test_groups_share_a_query_only_within_a_cluster_a_size_and_a_time_span() -> None:

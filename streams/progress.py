@@ -33,6 +33,7 @@ class Lag:
     messages: int
     nodes_pending: int
     quarantined: int = 0  # nodes whose attribution stopped on their own input: not waited for
+    rebuilds: int = 0  # org versions whose hours are not rebuilt yet
 
 
 def end_offsets(settings: Settings) -> dict[TopicPartition, int]:
@@ -63,10 +64,11 @@ def current_lag(settings: Settings, targets: dict[TopicPartition, int]) -> Lag:
     try:
         rows = client.query(load_query("attribution_pending")).result_rows
         held = {(c, n) for c, n, *_ in client.query(load_query("attribution_quarantine")).result_rows}
+        rebuilds = len(client.query(load_query("rollup_rebuilds_pending")).result_rows)
     finally:
         client.close()
     pending = sum(1 for r in rows if (r[5] > 0 or r[7] is None or r[7] <= r[3]) and (r[0], r[1]) not in held)
-    return Lag(behind, pending, len(held))
+    return Lag(behind, pending, len(held), rebuilds)
 
 
 def group_members(settings: Settings) -> int:
@@ -92,7 +94,7 @@ def wait_until_reflected(settings: Settings, targets: dict[TopicPartition, int],
     deadline = started + timeout_s
     lag = current_lag(settings, targets)
     last_member = started
-    while lag.messages or lag.nodes_pending:
+    while lag.messages or lag.nodes_pending or lag.rebuilds:
         now = time.monotonic()
         if group_members(settings):
             last_member = now

@@ -10,7 +10,10 @@ When to call what:
 - ``rebuild_hours`` right after facts are written, with the nodes and the window range just
   written (the attribution step), so the hours of a correction are rebuilt with it;
 - ``rebuild_since`` when an org mapping version arrives: each hour's rows carry the org version in
-  force at each window, and a new version (possibly retroactive) changes that from its start on;
+  force at each window, and a new version (possibly retroactive) changes that from its start on.
+  The stream worker does not run it in its ingest thread: the raw sink records a request
+  (``request_rebuild``) and each attribution step works requests off at most ``STEP_BUDGET`` of
+  hours (``work_requests``), recording how far it got, so a crash resumes where it stopped;
 - ``rebuild_written`` is ``rebuild_hours`` for a whole attribution step (one INSERT per cluster and
   span of hours instead of one per node), ``rebuild_stale`` the repair after a worker stopped
   between a write and its rebuild (facts or org versions newer than the hour's latest rebuild).
@@ -39,6 +42,7 @@ Batch = tuple[str, list[str], datetime, datetime]  # (cluster, nodes, hour_start
 
 HOUR = timedelta(hours=1)
 CHUNK = timedelta(days=1)  # rebuild_since writes at most this much per INSERT, to bound its memory
+STEP_BUDGET = timedelta(days=7)  # hours of requested rebuilds one attribution step works off
 
 
 def floor_hour(t: datetime) -> datetime:
@@ -146,3 +150,34 @@ def rebuild_stale(client: Client, since: datetime) -> int:
     for cluster, nodes, a, b in group_stale((str(c), str(n), as_utc(h)) for c, n, h in rows):
         rebuild_hours(client, cluster, nodes, a, b)
     return len(rows)
+
+
+def request_rebuild(client: Client, cluster: str, since: datetime) -> None:
+    """Ask for ``rebuild_since(cluster, since)`` to be done by the stream worker (``work_requests``)."""
+    version = time.time_ns()
+    first = floor_hour(since)
+    client.insert("rollup_rebuilds", [[cluster, version, first, first, 0, version]],
+                  column_names=["cluster", "requested", "since", "done_until", "finished", "version"])
+
+
+def work_requests(client: Client, budget: timedelta = STEP_BUDGET) -> int:
+    """Rebuild at most ``budget`` of hours of the pending requests, oldest first, and record how far
+    each got; returns how many requests are still pending afterwards."""
+    left = budget
+    remaining = 0
+    for cluster, requested, since, done in client.query(load_query("rollup_rebuilds_pending")).result_rows:
+        if left <= timedelta(0):
+            remaining += 1
+            continue
+        first, last, windows = client.query(load_query("usage_hourly_span"),
+                                            parameters={"cluster": cluster, "since": as_utc(done)}).result_rows[0]
+        start = max(as_utc(done), floor_hour(first)) if int(windows) else as_utc(done)
+        end = floor_hour(last) + HOUR if int(windows) else start
+        stop = min(end, start + left)
+        for a, b in chunks(start, stop):
+            _rebuild(client, {"cluster": cluster, "all_nodes": True, "nodes": []}, a, b)
+        left -= stop - start
+        remaining += int(stop < end)
+        client.insert("rollup_rebuilds", [[cluster, requested, as_utc(since), stop, int(stop >= end), time.time_ns()]],
+                      column_names=["cluster", "requested", "since", "done_until", "finished", "version"])
+    return remaining

@@ -252,10 +252,14 @@ class Warehouse:
         self._retry("rebuild of the hourly rollup", lambda: rollup.rebuild_written(self.client, written))
         self.insert("attribution_progress", progress)
 
-    def rebuild_rollup_since(self, since: datetime, cluster: str = "") -> None:
+    def request_rollup_rebuild(self, since: datetime, cluster: str = "") -> None:
         """An org mapping version arrived: every hour of ``cluster`` ('': every cluster) from its start
-        may carry another org version."""
-        self._retry("rebuild of the hourly rollup", lambda: rollup.rebuild_since(self.client, cluster, since))
+        may carry another org version; the attribution steps rebuild them (``rollup.work_requests``)."""
+        self._retry("request of a rollup rebuild", lambda: rollup.request_rebuild(self.client, cluster, since))
+
+    def work_rollup_rebuilds(self) -> int:
+        """Work off requested rollup rebuilds, bounded; returns how many are still pending."""
+        return int(self._retry("rebuild of the hourly rollup", lambda: rollup.work_requests(self.client)))
 
     # --- attempts ---------------------------------------------------------------------------
     def attempt_inputs(self, cluster: str, job_ids: Sequence[str]) -> tuple[list[tuple[Any, ...]], list[Checkpoint]]:

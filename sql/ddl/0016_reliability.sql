@@ -24,3 +24,18 @@ CREATE TABLE IF NOT EXISTS dead_letter_replays
 )
 ENGINE = ReplacingMergeTree(replayed_at)
 ORDER BY id;
+
+-- Rebuilds of the hourly rollup an org mapping version asked for (from its start on, for the
+-- cluster it applies to; '' = every cluster). The raw sink only records the request; the stream
+-- worker works it off a bounded number of days per attribution step, recording how far it got.
+CREATE TABLE IF NOT EXISTS rollup_rebuilds
+(
+    cluster LowCardinality(String),
+    requested UInt64,
+    since DateTime64(3, 'UTC'),
+    done_until DateTime64(3, 'UTC'),
+    finished UInt8,
+    version UInt64
+)
+ENGINE = ReplacingMergeTree(version)
+ORDER BY (cluster, requested);

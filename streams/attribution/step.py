@@ -43,6 +43,7 @@ class StepReport:
     windows: int = 0
     facts: int = 0
     quarantined: int = 0  # nodes put in quarantine by this step
+    rebuilds_pending: int = 0  # requested rollup rebuilds (org versions) left after this step
 
 
 def _floor(t: float, w: int) -> float:
@@ -134,6 +135,8 @@ def run_step(wh: Warehouse, settings: Settings, owns: Callable[[str, str], bool]
             failed |= _compute_group(wh, settings, group, report, quarantined)
         remaining = [replace(p, start=c.end) for p, c in zip(remaining, chunks, strict=True)
                      if c.end < p.end and (p.cluster, p.node) not in failed]
+    # after the facts: an org version's hours, a bounded part per step (every worker may do it: idempotent)
+    report.rebuilds_pending = wh.work_rollup_rebuilds()
     return report
 
 

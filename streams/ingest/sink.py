@@ -90,7 +90,7 @@ def write_batch(wh: Warehouse, messages: Sequence[Message],
             since = org_versions.get(e.cluster)
             org_versions[e.cluster] = e.data.effective_from if since is None else min(since, e.data.effective_from)
     for cluster, since in sorted(org_versions.items()):  # a version applies from its start on, to its
-        wh.rebuild_rollup_since(since, "" if cluster == ALL_CLUSTERS else cluster)  # cluster ('*': every one)
+        wh.request_rollup_rebuild(since, "" if cluster == ALL_CLUSTERS else cluster)  # cluster ('*': every one)
     if dead:  # to <topic>.dlq; the dead-letter sink copies every .dlq message into the warehouse
         publish_dead_letters(dead)
     jobs = _touched_jobs(events)

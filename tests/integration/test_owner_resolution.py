@@ -78,7 +78,8 @@ def test_team_and_business_unit_resolution_with_effective_dating(wh: Warehouse, 
         mapping(REORG, "team_business_unit", "llm", "product"),
         mapping(REORG, "team_business_unit", "search", "product"),
     ])
-    wh.rebuild_rollup_since(T0)  # what the raw sink does after org mappings arrive
+    wh.request_rollup_rebuild(T0)  # what the raw sink does after org mappings arrive
+    assert wh.work_rollup_rebuilds() == 0  # and the next attribution step
     assert report(isolated_settings, "team") == {"vision": 240.0, "llm": 120.0, "search": 80.0, "unassigned": 40.0}
     assert report(isolated_settings, "business_unit") == {
         "research": 2 * 60 + 2 * 30 + 0,  # windows 0-1: vision + llm

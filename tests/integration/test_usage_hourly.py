@@ -20,6 +20,7 @@ from infra.services import apply_migrations
 from pipelines.settings import Settings
 from sql import load_query
 from sql.client import get_client
+from sql.values import as_utc
 from streams.rollup import (
     chunks,
     group_stale,
@@ -29,7 +30,9 @@ from streams.rollup import (
     rebuild_since,
     rebuild_stale,
     rebuild_written,
+    request_rebuild,
     window_hours,
+    work_requests,
 )
 
 pytestmark = pytest.mark.integration
@@ -390,3 +393,28 @@ def test_stale_hours_are_found_and_rebuilt(client: Client) -> None:
     insert_rows(client, "org_mappings", org_version(at(100), "nlp", UNITS))  # the same version again: nothing new
     assert rebuild_stale(client, T0) == 0
     assert assert_equal_to_facts(client, ("team", "job"), RANGES[:3]) == 6
+
+
+def test_an_org_version_is_rebuilt_by_the_steps_a_bounded_part_at_a_time(client: Client) -> None:
+    """The raw sink only records the request; each step rebuilds at most its budget of hours and
+    records how far it got, for the cluster the version applies to only."""
+    for cluster in ("c", "other"):
+        minutes = [day * 24 * 60 + m for day in range(3) for m in (0, 90)]
+        write_facts(client, cluster, "n1", [at(m) for m in minutes],
+                    [fact(cluster, "n1", m, "j", 60.0, team_label="t") for m in minutes])
+    rebuild_since(client, "", T0)
+    before = _hourly_versions(client)
+    request_rebuild(client, "c", T0)
+    assert work_requests(client, budget=timedelta(days=1)) == 1  # one day of three: still pending
+    after_one = _hourly_versions(client)
+    changed = {k for k in after_one if after_one[k] != before.get(k)}
+    assert changed and all(cluster == "c" and hour < T0 + timedelta(days=1) for cluster, hour in changed)
+    assert work_requests(client, budget=timedelta(days=7)) == 0
+    done = _hourly_versions(client)
+    assert {k for k in done if done[k] != before.get(k)} == {k for k in done if k[0] == "c"}
+    assert work_requests(client) == 0  # nothing left, nothing redone
+
+
+def _hourly_versions(client: Client) -> dict[tuple[str, datetime], int]:
+    rows = client.query("SELECT cluster, hour, max(version) FROM gpu_usage_hourly GROUP BY cluster, hour").result_rows
+    return {(str(c), as_utc(h)): int(v) for c, h, v in rows}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 
 from pydantic import AliasChoices, Field, SecretStr, field_validator
@@ -37,6 +38,7 @@ class Settings(BaseSettings):
     )
     kafka_port: int = 9092
     kafka_controller_port: int = 9093
+    kafka_internal_port: int = Field(default=9094, description="the local SCRAM broker's own loopback listener")
     kafka_heap: str = "768m"
     kafka_security_protocol: str = Field(default="PLAINTEXT", validation_alias=_alias("KAFKA_SECURITY_PROTOCOL"))
     kafka_sasl_mechanism: str | None = Field(default=None, validation_alias=_alias("KAFKA_SASL_MECHANISM"))
@@ -78,6 +80,12 @@ class Settings(BaseSettings):
         if parsed.scheme not in ("http", "https") or not parsed.hostname:
             raise ValueError(f"CLICKHOUSE_URL must be http(s)://host[:port], got {value!r}")
         return value
+
+    @field_validator("kafka_sasl_mechanism", "kafka_sasl_username", "kafka_sasl_password", "kafka_ssl_cafile",
+                     mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: object) -> object:
+        return None if value == "" else value
 
     @field_validator("clickhouse_database", "topic_prefix")
     @classmethod
@@ -124,6 +132,11 @@ class Settings(BaseSettings):
             "GPULEDGER_WINDOW_SECONDS": str(self.window_seconds),
             "GPULEDGER_ALLOWED_LATENESS_SECONDS": str(self.allowed_lateness_seconds),
             "GPULEDGER_FUTURE_TOLERANCE_SECONDS": str(self.future_tolerance_seconds),
+            "KAFKA_SECURITY_PROTOCOL": self.kafka_security_protocol,
+            "KAFKA_SASL_MECHANISM": self.kafka_sasl_mechanism or "",
+            "KAFKA_SASL_USERNAME": self.kafka_sasl_username or "",
+            "KAFKA_SASL_PASSWORD": self.kafka_sasl_password.get_secret_value() if self.kafka_sasl_password else "",
+            "KAFKA_SSL_CAFILE": self.kafka_ssl_cafile or "",
         }
 
     def kafka_client_config(self) -> dict[str, object]:
@@ -141,6 +154,23 @@ class Settings(BaseSettings):
         if self.kafka_ssl_cafile:
             config["ssl_cafile"] = self.kafka_ssl_cafile
         return config
+
+    def faust_credentials(self) -> Any:
+        """The same Kafka security for Faust (aiokafka): SASL (PLAIN / SCRAM), over SSL when asked, or
+        SSL alone; None for PLAINTEXT."""
+        protocol = self.kafka_security_protocol.upper()
+        if protocol == "PLAINTEXT":
+            return None
+        import ssl
+
+        import faust
+
+        context = ssl.create_default_context(cafile=self.kafka_ssl_cafile) if protocol.endswith("SSL") else None
+        if protocol.startswith("SASL"):
+            password = self.kafka_sasl_password.get_secret_value() if self.kafka_sasl_password else None
+            return faust.SASLCredentials(username=self.kafka_sasl_username, password=password,
+                                         mechanism=self.kafka_sasl_mechanism or "PLAIN", ssl_context=context)
+        return faust.SSLCredentials(context)
 
 
 @lru_cache(maxsize=1)

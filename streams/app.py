@@ -105,6 +105,7 @@ def create_app(settings: Settings) -> faust.App:
     app = faust.App(
         settings.topic_prefix + CONSUMER_GROUP,
         broker=[f"kafka://{s}" for s in settings.bootstrap_servers.split(",")],
+        broker_credentials=settings.faust_credentials(),
         store="memory://",
         datadir=str((settings.home / "faust").resolve()),
         web_enabled=False,

@@ -12,7 +12,12 @@ import time
 from dataclasses import dataclass
 
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
-from kafka.errors import KafkaError
+from kafka.errors import (
+    CoordinatorLoadInProgressError,
+    CoordinatorNotAvailableError,
+    KafkaError,
+    NotCoordinatorError,
+)
 
 from pipelines.errors import PipelineError
 from pipelines.settings import Settings
@@ -21,6 +26,7 @@ from sql import load_query
 from sql.client import get_client
 
 CONSUMER_GROUP = "gpuledger-streams"
+COORDINATOR_STARTING = (CoordinatorNotAvailableError, CoordinatorLoadInProgressError, NotCoordinatorError)
 NO_WORKER_GRACE_S = 20.0  # a worker just started takes a few seconds to join its group
 
 
@@ -52,7 +58,10 @@ def current_lag(settings: Settings, targets: dict[TopicPartition, int]) -> Lag:
     admin = KafkaAdminClient(**settings.kafka_client_config())
     try:
         group = settings.topic_prefix + CONSUMER_GROUP
-        committed = admin.list_group_offsets({group: None}).get(group, {})
+        try:
+            committed = admin.list_group_offsets({group: None}).get(group, {})
+        except COORDINATOR_STARTING:  # a new broker creates its offsets topic on first use: nothing committed
+            committed = {}
     finally:
         admin.close()
     behind = 0

@@ -28,6 +28,7 @@ from pipelines.topics import all_physical_topics
 
 KAFKA_DIR = Path(__file__).resolve().parent
 LIB_DIR = KAFKA_DIR / "lib"
+SCRAM_MECHANISM = "SCRAM-SHA-512"
 
 
 def ensure_jars() -> None:
@@ -52,12 +53,54 @@ def render_config(settings: Settings) -> Path:
     data.mkdir(parents=True, exist_ok=True)
     template = (KAFKA_DIR / "server.properties.template").read_text()
     text = template.format(
-        port=settings.kafka_port, controller_port=settings.kafka_controller_port,
-        log_dirs=str(data / "log"),
+        controller_port=settings.kafka_controller_port, log_dirs=str(data / "log"),
+        listeners=_listeners(settings),
     )
     path = data / "server.properties"
     path.write_text(text)
     return path
+
+
+def scram(settings: Settings) -> bool:
+    """The local broker authenticates clients with SCRAM (``KAFKA_SECURITY_PROTOCOL=SASL_PLAINTEXT``)."""
+    return settings.kafka_security_protocol.upper() == "SASL_PLAINTEXT"
+
+
+def _listeners(settings: Settings) -> str:
+    controller = f"CONTROLLER://127.0.0.1:{settings.kafka_controller_port}"
+    if not scram(settings):
+        return "\n".join([
+            f"listeners=PLAINTEXT://127.0.0.1:{settings.kafka_port},{controller}",
+            f"advertised.listeners=PLAINTEXT://127.0.0.1:{settings.kafka_port}",
+            "inter.broker.listener.name=PLAINTEXT",
+            "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        ])
+    mechanism = (settings.kafka_sasl_mechanism or SCRAM_MECHANISM).upper()
+    if mechanism not in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
+        raise ServiceError(f"the local broker authenticates with SCRAM only, not {mechanism}")
+    clients = f"SASL_PLAINTEXT://127.0.0.1:{settings.kafka_port}"
+    internal = f"INTERNAL://127.0.0.1:{settings.kafka_internal_port}"
+    return "\n".join([
+        f"listeners={clients},{internal},{controller}",
+        f"advertised.listeners={clients},{internal}",
+        "inter.broker.listener.name=INTERNAL",
+        "listener.security.protocol.map=SASL_PLAINTEXT:SASL_PLAINTEXT,INTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        f"sasl.enabled.mechanisms={mechanism}",
+        f"listener.name.sasl_plaintext.sasl.enabled.mechanisms={mechanism}",
+        f"listener.name.sasl_plaintext.{mechanism.lower()}.sasl.jaas.config="
+        "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+    ])
+
+
+def _scram_credential(settings: Settings) -> list[str]:
+    """``--add-scram`` for the storage format: the configured user, created with the cluster."""
+    if not scram(settings):
+        return []
+    user, password = settings.kafka_sasl_username, settings.kafka_sasl_password
+    if not user or password is None:
+        raise ServiceError("KAFKA_SECURITY_PROTOCOL=SASL_PLAINTEXT needs KAFKA_SASL_USERNAME and KAFKA_SASL_PASSWORD")
+    mechanism = (settings.kafka_sasl_mechanism or SCRAM_MECHANISM).upper()
+    return ["--add-scram", f"{mechanism}=[name={user},password={password.get_secret_value()}]"]
 
 
 def _java() -> str:
@@ -77,7 +120,7 @@ def format_storage(settings: Settings, config: Path) -> None:
     cluster_id = _cluster_id()
     result = subprocess.run(  # noqa: S603
         [_java(), "-cp", _classpath(), "kafka.tools.StorageTool", "format", "-t", cluster_id,
-         "-c", str(config), "--ignore-formatted"],
+         "-c", str(config), "--ignore-formatted", *_scram_credential(settings)],
         capture_output=True, text=True, check=False,
     )
     if result.returncode != 0:
@@ -102,7 +145,8 @@ def broker_service(settings: Settings) -> Service:
     return Service(
         name="kafka", argv=argv, run_dir=settings.run_dir.resolve(), log_dir=settings.log_dir.resolve(),
         ready=lambda: broker_answers(settings), start_timeout_s=90.0, stop_timeout_s=30.0,
-        identity={"KAFKA_PORT": str(settings.kafka_port), "KAFKA_CONTROLLER_PORT": str(settings.kafka_controller_port)},
+        identity={"KAFKA_PORT": str(settings.kafka_port), "KAFKA_CONTROLLER_PORT": str(settings.kafka_controller_port),
+                  "KAFKA_SECURITY_PROTOCOL": settings.kafka_security_protocol},
     )
 
 

@@ -6,6 +6,7 @@ input that is not the expected format; never a traceback (set GPULEDGER_DEBUG=1 
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 
@@ -48,7 +49,23 @@ export_cmd.register(app, report_cmd.report_app)
 app.command(help="Round-trip a probe through Kafka and ClickHouse and show it.")(check_cmd.check)
 
 
+class KafkaAuthFailures(logging.Handler):
+    """Remembers the Kafka client's authentication failures: kafka-python retries them until its
+    bootstrap times out and then raises a bare timeout, so the cause is only in its log."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.last: str | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = record.getMessage()
+        if "Authentication failed" in text or "SaslAuthenticationFailed" in text:
+            self.last = " ".join(text.split())[:300]
+
+
 def main() -> None:
+    auth = KafkaAuthFailures()
+    logging.getLogger("kafka").addHandler(auth)
     try:
         result = app(standalone_mode=False)
     except SystemExit:
@@ -71,6 +88,9 @@ def main() -> None:
             raise
         code = 2 if type(exc).__name__ in ("NotThisFormat", "UsageFailure") else 1
         message = " ".join(str(exc).split()) or type(exc).__name__
+        if auth.last is not None:
+            message = (f"Kafka authentication failed ({auth.last}): check KAFKA_SASL_USERNAME, KAFKA_SASL_PASSWORD "
+                       f"and KAFKA_SASL_MECHANISM [{message}]")
         sys.stderr.write(f"error: {message}\n")
         raise SystemExit(code) from None
     if isinstance(result, int) and result:

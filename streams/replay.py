@@ -92,8 +92,10 @@ def check_log_whole(settings: Settings, members_allowed: bool = False) -> None:
                             f"{' …' if len(moved) > 3 else ''}); retention removed history — rebuild from the "
                             "raw tables instead (`gpuledger replay --yes`)")
     members = 0 if members_allowed else group_members(settings)
+    if members is None:
+        raise ReplayRefused("refused: the broker's group coordinator is still starting; try again in a minute")
     if members:
-        raise ReplayRefused(f"refused: {members} stream worker(s) still consume in group "
+        raise ReplayRefused(f"refused: stream workers still consume in group "
                             f"{settings.topic_prefix + CONSUMER_GROUP}; stop every worker first")
 
 

@@ -6,19 +6,27 @@ Start-up order (each step idempotent):
 3. ``format_storage`` — ``kafka.tools.StorageTool format`` once (skipped when meta.properties exists).
 4. the broker process (``kafka.Kafka``), supervised by ``infra.process``.
 5. ``ensure_topics`` — creates missing topics with the registry's partition counts.
+
+With ``KAFKA_SECURITY_PROTOCOL=SASL_PLAINTEXT`` the clients' listener authenticates with SCRAM
+(``KAFKA_SASL_MECHANISM``, SHA-256 or SHA-512) and the broker talks to itself on a loopback PLAINTEXT
+listener (``GPULEDGER_KAFKA_INTERNAL_PORT``). The configured user is created when the storage is
+formatted (``--add-scram``) and set again through that loopback listener at every start, so a home
+formatted earlier (without SCRAM, or with another password) gets the configured credential too.
 """
 
 from __future__ import annotations
 
 import contextlib
+import re
 import shutil
 import socket
 import subprocess
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
-from kafka.admin import NewTopic
+from kafka.admin import NewTopic, UserScramCredentialUpsertion
 from kafka.errors import KafkaError, TopicAlreadyExistsError
 
 from infra.errors import MissingDependency, ServiceError
@@ -28,7 +36,9 @@ from pipelines.topics import all_physical_topics
 
 KAFKA_DIR = Path(__file__).resolve().parent
 LIB_DIR = KAFKA_DIR / "lib"
-SCRAM_MECHANISM = "SCRAM-SHA-512"
+SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+# what StorageTool's "--add-scram MECHANISM=[name=…,password=…]" can carry (it has no quoting)
+_ADD_SCRAM_VALUE = re.compile(r'[^,\[\]"=\s]+')
 
 
 def ensure_jars() -> None:
@@ -63,11 +73,15 @@ def render_config(settings: Settings) -> Path:
 
 def scram(settings: Settings) -> bool:
     """The local broker authenticates clients with SCRAM (``KAFKA_SECURITY_PROTOCOL=SASL_PLAINTEXT``)."""
-    return settings.kafka_security_protocol.upper() == "SASL_PLAINTEXT"
+    return settings.kafka_security_protocol == "SASL_PLAINTEXT"
 
 
 def _listeners(settings: Settings) -> str:
     controller = f"CONTROLLER://127.0.0.1:{settings.kafka_controller_port}"
+    protocol = settings.kafka_security_protocol
+    if protocol not in ("PLAINTEXT", "SASL_PLAINTEXT"):
+        raise ServiceError(f"the local broker serves PLAINTEXT or SASL_PLAINTEXT (SCRAM), not {protocol}: "
+                           "set KAFKA_BOOTSTRAP_SERVERS to a broker that serves it")
     if not scram(settings):
         return "\n".join([
             f"listeners=PLAINTEXT://127.0.0.1:{settings.kafka_port},{controller}",
@@ -75,9 +89,7 @@ def _listeners(settings: Settings) -> str:
             "inter.broker.listener.name=PLAINTEXT",
             "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
         ])
-    mechanism = (settings.kafka_sasl_mechanism or SCRAM_MECHANISM).upper()
-    if mechanism not in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
-        raise ServiceError(f"the local broker authenticates with SCRAM only, not {mechanism}")
+    mechanism = _scram_mechanism(settings)
     clients = f"SASL_PLAINTEXT://127.0.0.1:{settings.kafka_port}"
     internal = f"INTERNAL://127.0.0.1:{settings.kafka_internal_port}"
     return "\n".join([
@@ -92,15 +104,64 @@ def _listeners(settings: Settings) -> str:
     ])
 
 
+def _scram_mechanism(settings: Settings) -> str:
+    mechanism = settings.kafka_sasl_mechanism or ""  # Settings requires one with SASL_PLAINTEXT
+    if mechanism not in SCRAM_MECHANISMS:
+        raise ServiceError(f"the local broker authenticates with {' or '.join(SCRAM_MECHANISMS)}, not {mechanism}")
+    return mechanism
+
+
+def _scram_user(settings: Settings) -> tuple[str, str]:
+    user, password = settings.kafka_sasl_username, settings.kafka_sasl_password
+    if not user or password is None:  # Settings requires both with SASL_PLAINTEXT
+        raise ServiceError("KAFKA_SECURITY_PROTOCOL=SASL_PLAINTEXT needs KAFKA_SASL_USERNAME and KAFKA_SASL_PASSWORD")
+    return user, password.get_secret_value()
+
+
 def _scram_credential(settings: Settings) -> list[str]:
-    """``--add-scram`` for the storage format: the configured user, created with the cluster."""
+    """``--add-scram`` for the storage format: the configured user, created with the cluster (a
+    name or password StorageTool cannot carry is left to ``_set_credential`` at start)."""
     if not scram(settings):
         return []
-    user, password = settings.kafka_sasl_username, settings.kafka_sasl_password
-    if not user or password is None:
-        raise ServiceError("KAFKA_SECURITY_PROTOCOL=SASL_PLAINTEXT needs KAFKA_SASL_USERNAME and KAFKA_SASL_PASSWORD")
-    mechanism = (settings.kafka_sasl_mechanism or SCRAM_MECHANISM).upper()
-    return ["--add-scram", f"{mechanism}=[name={user},password={password.get_secret_value()}]"]
+    user, password = _scram_user(settings)
+    if not (_ADD_SCRAM_VALUE.fullmatch(user) and _ADD_SCRAM_VALUE.fullmatch(password)):
+        return []
+    return ["--add-scram", f"{_scram_mechanism(settings)}=[name={user},password={password}]"]
+
+
+def _set_credential(settings: Settings) -> bool:
+    """Set the configured user's SCRAM credential through the broker's loopback PLAINTEXT listener
+    (an upsert: harmless when it is already that one); False while that listener is not up yet."""
+    internal = f"127.0.0.1:{settings.kafka_internal_port}"
+    user, password = _scram_user(settings)
+    try:
+        admin = KafkaAdminClient(bootstrap_servers=internal, bootstrap_timeout_ms=3000, request_timeout_ms=5000)
+    except KafkaError:
+        return False
+    try:
+        failed = admin.alter_user_scram_credentials(
+            [UserScramCredentialUpsertion(user, _scram_mechanism(settings), password)])
+    except KafkaError:
+        return False
+    finally:
+        admin.close()
+    return not failed.get(user)  # an error message (e.g. the controller still starting): try again
+
+
+def _ready(settings: Settings) -> Callable[[], bool]:
+    """When the started broker is ready: it serves metadata to the configured clients; with SCRAM,
+    after the configured credential was set."""
+    if not scram(settings):
+        return lambda: broker_answers(settings)
+    credential_set = False
+
+    def ready() -> bool:
+        nonlocal credential_set
+        if not credential_set and _answers_tcp("127.0.0.1", settings.kafka_internal_port, 2.0):
+            credential_set = _set_credential(settings)
+        return credential_set and broker_answers(settings)
+
+    return ready
 
 
 def _java() -> str:
@@ -144,22 +205,28 @@ def broker_service(settings: Settings) -> Service:
     ]
     return Service(
         name="kafka", argv=argv, run_dir=settings.run_dir.resolve(), log_dir=settings.log_dir.resolve(),
-        ready=lambda: broker_answers(settings), start_timeout_s=90.0, stop_timeout_s=30.0,
+        ready=_ready(settings), start_timeout_s=90.0, stop_timeout_s=30.0,
         identity={"KAFKA_PORT": str(settings.kafka_port), "KAFKA_CONTROLLER_PORT": str(settings.kafka_controller_port),
                   "KAFKA_SECURITY_PROTOCOL": settings.kafka_security_protocol},
     )
 
 
-def broker_answers(settings: Settings, timeout_s: float = 2.0) -> bool:
-    """True when the broker accepts connections and serves metadata."""
-    host, _, port = settings.bootstrap_servers.split(",")[0].rpartition(":")
+def _answers_tcp(host: str, port: int, timeout_s: float) -> bool:
     try:
-        with socket.create_connection((host, int(port)), timeout=timeout_s):
-            pass
+        with socket.create_connection((host, port), timeout=timeout_s):
+            return True
     except OSError:
         return False
+
+
+def broker_answers(settings: Settings, timeout_s: float = 2.0) -> bool:
+    """True when the broker accepts connections and serves metadata (to these credentials)."""
+    host, _, port = settings.bootstrap_servers.split(",")[0].rpartition(":")
+    if not _answers_tcp(host, int(port), timeout_s):
+        return False
     try:
-        admin = KafkaAdminClient(**settings.kafka_client_config(), request_timeout_ms=int(timeout_s * 1000) + 3000)
+        admin = KafkaAdminClient(**settings.kafka_client_config(), bootstrap_timeout_ms=int(timeout_s * 1000) + 3000,
+                                 request_timeout_ms=int(timeout_s * 1000) + 3000)
     except KafkaError:
         return False
     try:

@@ -19,6 +19,7 @@ import pytest
 from pipelines import events as ev
 from pipelines.producer import EventProducer
 from pipelines.settings import Settings
+from sql.client import get_client
 from streams import replay
 from tests.integration.pipeline import Pipeline, wait_for
 
@@ -77,7 +78,27 @@ def _compare(pipeline: Pipeline, truth: dict, by: str) -> None:  # type: ignore[
         busy = w["busy_gpu_seconds"]
         assert row["busy_gpu_hours"] * 3600 == pytest.approx(busy, rel=BUSY_REL_TOL, abs=1.0), (by, key)
     unalloc = got.get("__unallocated__", {"gpu_hours": 0.0})["gpu_hours"] * 3600
-    assert unalloc == pytest.approx(truth["unallocated_gpu_seconds"], abs=ALLOC_TOL_S * 10)
+    assert unalloc == pytest.approx(truth["unallocated_gpu_seconds"], abs=ALLOC_TOL_S * 10), _unallocated_diff(
+        pipeline, truth)
+
+
+def _unallocated_diff(pipeline: Pipeline, truth: dict) -> str:  # type: ignore[type-arg]
+    """Where unallocated capacity differs from the truth: the facts-level total, and per node and hour
+    the facts against the hourly rollup (a failure message, to find the cause)."""
+    start, end = _span(truth)
+    facts = pipeline.query("gpu_hours_facts", {"by": "node", "start": start, "end": end, "cluster": ""})
+    level = sum(r["gpu_hours"] for r in facts if r["key"] == "__unallocated__") * 3600
+    client = get_client(pipeline.settings)
+    try:
+        rows = client.query(
+            "SELECT f.node, f.hour, f.s, h.s FROM (SELECT node, toStartOfHour(window_start) AS hour, "
+            "sum(gpu_seconds) AS s FROM current_facts WHERE kind = 'unallocated' GROUP BY node, hour) AS f "
+            "FULL JOIN (SELECT node, hour, sum(gpu_seconds) AS s FROM current_hourly WHERE kind = 'unallocated' "
+            "GROUP BY node, hour) AS h ON f.node = h.node AND f.hour = h.hour WHERE abs(f.s - h.s) > 1").result_rows
+    finally:
+        client.close()
+    nodes = {n: v.get("unallocated_gpu_seconds") for n, v in truth["by"]["node"].items()}
+    return f"facts-level unallocated {level}; facts vs rollup differ at {rows}; truth by node {nodes}"
 
 
 def test_one_day_sixteen_nodes_matches_ground_truth(pipeline: Pipeline, day_16: Path) -> None:

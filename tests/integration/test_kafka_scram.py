@@ -1,7 +1,14 @@
-"""Every process through a SCRAM-authenticated broker: the local Kafka broker started with a
-SASL_PLAINTEXT (SCRAM-SHA-512) listener; a collector, the producer, a Faust stream worker and
-`gpuledger check` all work through it with the settings → environment path the services use; a
-wrong password is a one-line error, promptly."""
+"""Every process through a SCRAM-authenticated broker.
+
+``up`` starts, in a home of its own and on ports of its own (never the shared services'), the local
+Kafka broker with a SASL_PLAINTEXT (SCRAM-SHA-512) listener, an embedded ClickHouse endpoint and a
+stream worker (``python -m streams worker``, as ``worker_service`` starts it). The environment the
+worker inherits names another protocol, mechanism, user and password: it gets the right ones only
+from ``Settings.process_env()``. Then the producer publishes through the secured listener, the
+worker writes what it consumed into ClickHouse, ``gpuledger check`` round-trips through it, and a
+wrong password ends ``check`` with one line naming authentication, within kafka-python's 30 s
+bootstrap (plus start-up), not a traceback or a hang.
+"""
 
 from __future__ import annotations
 
@@ -17,20 +24,24 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from kafka import KafkaConsumer
 from pydantic import SecretStr
 
-from bench.load import Load, encode, publish
-from infra.kafka.broker import broker_service
-from infra.process import start, stop
+from bench.load import GPUS_PER_NODE, Load, sample_message
+from infra.services import down, up
+from pipelines import events as ev
+from pipelines.producer import EventProducer
 from pipelines.settings import Settings
 from sql.client import get_client
-from tests.conftest import Endpoints
-from tests.integration.pipeline import REPO, Pipeline
 
-# infra.process.start leaves the broker's Popen handle behind on purpose (the pid file tracks it)
+# infra.process.start leaves its Popen handles behind on purpose (the pid files track the services)
 pytestmark = [pytest.mark.integration, pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")]
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "dcgm" / "exporter_3x_hostname.prom"
+
+REPO = Path(__file__).resolve().parents[2]
+NODES, ROUNDS = 2, 20
+# what a worker would inherit from the shell that ran `up`: each value wrong for the broker
+AMBIENT = {"KAFKA_SECURITY_PROTOCOL": "PLAINTEXT", "KAFKA_SASL_MECHANISM": "SCRAM-SHA-256",
+           "KAFKA_SASL_USERNAME": "someone-else", "KAFKA_SASL_PASSWORD": "not-the-password"}
+OWN_PREFIXES = ("KAFKA_", "CLICKHOUSE_", "GPULEDGER_")
 
 
 def _free_port() -> int:
@@ -40,97 +51,108 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def scram(endpoints: Endpoints, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
-    home = tmp_path_factory.mktemp("scram")
+def scram(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
     tag = uuid.uuid4().hex[:10]
-    settings = Settings(
-        kafka_port=_free_port(), kafka_controller_port=_free_port(), kafka_internal_port=_free_port(),
-        kafka_heap="384m", kafka_security_protocol="SASL_PLAINTEXT", kafka_sasl_mechanism="SCRAM-SHA-512",
-        kafka_sasl_username="gpuledger", kafka_sasl_password=f"s3cret-{tag}", home=home,
-        clickhouse_url=endpoints.clickhouse_url, clickhouse_user=endpoints.clickhouse_user,
-        clickhouse_password=endpoints.clickhouse_password, clickhouse_database=f"test_{tag}",
-        topic_prefix=f"test-{tag}.",
-    )
-    service = broker_service(settings)
-    start(service)
-    try:
-        yield settings
-    finally:
-        stop(service)
-
-
-def _cli(settings: Settings, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("KAFKA_", "CLICKHOUSE_"))}
-    return subprocess.run([sys.executable, "-m", "pipelines.cli.main", *args], env={**env, **settings.process_env()},
-                          capture_output=True, text=True, timeout=timeout, cwd=REPO, check=False)
-
-
-def test_collector_producer_worker_and_check_work_through_scram(scram: Settings, tmp_path: Path) -> None:
-    assert "SASL_PLAINTEXT://" in (scram.home / "kafka" / "server.properties").read_text()
-    pipeline = Pipeline(scram, tmp_path)  # topics and migrations through the secured broker
-    try:
-        load = Load(nodes=2, interval_s=60)
-        publish(scram, encode(load, 0, 30))  # the producer
-        pipeline.start_worker(0)  # a Faust worker, given the settings by process_env()
-        pipeline.wait(timeout_s=180)
-        client = get_client(scram)
+    with pytest.MonkeyPatch.context() as env:
+        for key in [k for k in os.environ if k.startswith(OWN_PREFIXES)]:
+            env.delenv(key)  # nothing from the shell: no external Kafka or ClickHouse, no credentials
+        for key, value in AMBIENT.items():
+            env.setenv(key, value)
+        settings = Settings(
+            home=tmp_path_factory.mktemp("scram"), kafka_bootstrap_servers=None, clickhouse_url=None,
+            kafka_port=_free_port(), kafka_controller_port=_free_port(), kafka_internal_port=_free_port(),
+            clickhouse_port=_free_port(), kafka_heap="384m", kafka_security_protocol="SASL_PLAINTEXT",
+            kafka_sasl_mechanism="SCRAM-SHA-512", kafka_sasl_username="gpuledger",
+            kafka_sasl_password=SecretStr(f"s3cret-{tag}"), clickhouse_database=f"test_{tag}",
+            topic_prefix=f"test-{tag}.",
+        )
         try:
-            assert client.command("SELECT uniqExact(window_start) FROM current_facts") == 30
+            up(settings, workers=1)  # broker, topics through SCRAM, endpoint, migrations, one worker
+            yield settings
         finally:
-            client.close()
+            down(settings)
 
-        with _exporter(FIXTURE.read_bytes()) as url:  # a collector, scraping a dcgm-exporter
-            collected = _cli(scram, "collect", "dcgm", "--exporter", url)
-        assert collected.returncode == 0, collected.stderr
-        consumer = KafkaConsumer(f"{scram.topic_prefix}gpu.metrics", **scram.kafka_client_config(),
-                                 auto_offset_reset="earliest", consumer_timeout_ms=5000)
-        try:
-            sources = {record.value.split(b'"source":"')[1].split(b'"')[0] for record in consumer}
-        finally:
-            consumer.close()
-        assert b"dcgm" in sources
 
-        checked = _cli(scram, "check")
-        assert checked.returncode == 0, checked.stderr
-        assert "published and read back" in checked.stdout
+def _cli(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
+    """``gpuledger`` with exactly these settings (``process_env``) over the test's environment."""
+    return subprocess.run([sys.executable, "-m", "pipelines.cli.main", *args],
+                          env={**os.environ, **settings.process_env()}, capture_output=True, text=True,
+                          timeout=80, cwd=REPO, check=False)
+
+
+def _gpu_sample_rows(settings: Settings) -> int:
+    client = get_client(settings)
+    try:
+        return int(str(client.command("SELECT count() FROM gpu_samples FINAL")))
     finally:
-        pipeline.stop_all()
+        client.close()
+
+
+def test_the_local_broker_authenticates_clients_with_scram(scram: Settings) -> None:
+    config = (scram.home / "kafka" / "server.properties").read_text()
+    assert f"SASL_PLAINTEXT://127.0.0.1:{scram.kafka_port}" in config
+    assert "sasl.enabled.mechanisms=SCRAM-SHA-512" in config
+    assert f"INTERNAL://127.0.0.1:{scram.kafka_internal_port}" in config  # the broker's own, loopback
+
+
+def test_the_producer_and_a_stream_worker_work_through_scram(scram: Settings) -> None:
+    load = Load(nodes=NODES, interval_s=60)
+    with EventProducer(scram) as producer:
+        for index in range(ROUNDS):
+            for node in range(NODES):
+                producer.publish(ev.decode(sample_message(load, node, index)))
+    expected = NODES * ROUNDS * GPUS_PER_NODE
+    deadline = time.monotonic() + 60
+    while (rows := _gpu_sample_rows(scram)) < expected and time.monotonic() < deadline:
+        time.sleep(1)
+    log = (scram.log_dir / "worker-0.log").read_text()
+    assert rows == expected, f"the worker wrote {rows} of {expected} GPU samples; its log ends: {log[-1500:]}"
+
+
+def test_check_round_trips_through_scram(scram: Settings) -> None:
+    checked = _cli(scram, "check")
+    assert checked.returncode == 0, checked.stderr
+    assert "published and read back" in checked.stdout
 
 
 def test_a_wrong_password_is_a_one_line_error(scram: Settings) -> None:
     wrong = scram.model_copy(update={"kafka_sasl_password": SecretStr("not-the-password")})
     began = time.monotonic()
-    result = _cli(wrong, "check", timeout=90)
-    assert result.returncode != 0
-    assert time.monotonic() - began < 60
+    result = _cli(wrong, "check")
+    took = time.monotonic() - began
+    assert result.returncode == 1
+    assert took < 60, f"took {took:.0f}s"
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert "authentication" in lines[0].lower()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert "authentication failed" in lines[0].lower(), lines[0]
+    assert "not-the-password" not in result.stderr + result.stdout
 
 
-class _Exporter:
-    def __init__(self, body: bytes) -> None:
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+def test_a_collector_publishes_through_scram(scram: Settings) -> None:
+    """`gpuledger collect dcgm` scraping a dcgm-exporter endpoint publishes through the secured listener."""
+    body = (REPO / "tests" / "fixtures" / "dcgm" / "exporter_3x_hostname.prom").read_bytes()
 
-            def log_message(self, *args: object) -> None:
-                pass
+    class Exporter(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        def log_message(self, *args: object) -> None:
+            pass
 
-    def __enter__(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/metrics"
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
-def _exporter(body: bytes) -> _Exporter:
-    return _Exporter(body)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Exporter)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        before = _gpu_sample_rows(scram)
+        collected = _cli(scram, "collect", "dcgm", "--exporter", f"http://127.0.0.1:{server.server_address[1]}/metrics")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert collected.returncode == 0, collected.stderr
+    deadline = time.monotonic() + 60
+    while (rows := _gpu_sample_rows(scram)) <= before and time.monotonic() < deadline:
+        time.sleep(1)
+    assert rows > before  # the worker consumed what the collector published

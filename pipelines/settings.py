@@ -9,14 +9,23 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Self
 from urllib.parse import urlparse
 
-from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+if TYPE_CHECKING:  # faust is imported only by the processes that run it
+    from faust.types.auth import CredentialsT
 
 # state lives beside the checkout by default, whatever the working directory
 DEFAULT_HOME = Path(__file__).resolve().parent.parent / ".gpuledger"
+KAFKA_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+# kafka-python's reconnect backoff grows to 30 s by default; the Java client's stops at 1 s. With 1 s
+# a client retries often enough within its 30 s bootstrap that a broker's SASL rejection reaches
+# its log (kafka-python 3.0 drops a rejection that arrives together with the broker's close).
+RECONNECT_BACKOFF_MAX_MS = 1000
 
 
 def _alias(name: str) -> AliasChoices:
@@ -25,7 +34,9 @@ def _alias(name: str) -> AliasChoices:
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="GPULEDGER_", extra="ignore", populate_by_name=True)
+    # errors never echo the input: it holds the secrets
+    model_config = SettingsConfigDict(env_prefix="GPULEDGER_", extra="ignore", populate_by_name=True,
+                                      hide_input_in_errors=True)
 
     # --- local state -------------------------------------------------------------------------
     home: Path = Field(default=DEFAULT_HOME, description="pid files, logs, Kafka and chdb data")
@@ -64,6 +75,13 @@ class Settings(BaseSettings):
     prometheus_url: str | None = Field(default=None, validation_alias=_alias("PROMETHEUS_URL"))
     prometheus_port: int = 9090
 
+    # --- HTTP API (gpuledger serve) -----------------------------------------------------------
+    api_tokens: SecretStr | None = Field(
+        default=None, description="'<token>=all,<token>=business_unit:<name>' (or serve --tokens-file)")
+
+    metrics_port: int = Field(default=0, ge=0, le=65535, description="/metrics of a collector (and of stream "
+                              "worker N at this port + N); 0: none")
+
     # --- attribution --------------------------------------------------------------------------
     window_seconds: int = Field(default=60, ge=1, le=3600)
     allowed_lateness_seconds: int = Field(default=300, ge=0)
@@ -82,10 +100,27 @@ class Settings(BaseSettings):
         return value
 
     @field_validator("kafka_sasl_mechanism", "kafka_sasl_username", "kafka_sasl_password", "kafka_ssl_cafile",
-                     mode="before")
+                     "api_tokens", mode="before")
     @classmethod
     def _empty_is_unset(cls, value: object) -> object:
         return None if value == "" else value
+
+    @field_validator("kafka_security_protocol", "kafka_sasl_mechanism")
+    @classmethod
+    def _upper(cls, value: str | None) -> str | None:
+        return value.upper() if value else value
+
+    @model_validator(mode="after")
+    def _check_kafka_security(self) -> Self:
+        protocol = self.kafka_security_protocol
+        if protocol not in KAFKA_PROTOCOLS:
+            raise ValueError(f"KAFKA_SECURITY_PROTOCOL must be one of {', '.join(KAFKA_PROTOCOLS)}, got {protocol!r}")
+        complete = (self.kafka_sasl_mechanism in SASL_MECHANISMS and bool(self.kafka_sasl_username)
+                    and self.kafka_sasl_password is not None)
+        if protocol.startswith("SASL") and not complete:
+            raise ValueError(f"KAFKA_SECURITY_PROTOCOL={protocol} needs KAFKA_SASL_MECHANISM (one of "
+                             f"{', '.join(SASL_MECHANISMS)}), KAFKA_SASL_USERNAME and KAFKA_SASL_PASSWORD")
+        return self
 
     @field_validator("clickhouse_database", "topic_prefix")
     @classmethod
@@ -120,7 +155,11 @@ class Settings(BaseSettings):
         return self.home / "logs"
 
     def process_env(self) -> dict[str, str]:
-        """Environment variables that give a child process (a stream worker) these same settings."""
+        """Environment variables that give a child process (a stream worker) these same settings.
+
+        Every Kafka and ClickHouse connection setting is here, an unset one as "" (read back as
+        unset), so the child's own environment cannot add a password or a protocol of its own:
+        ``tests/unit/test_settings_env.py`` checks the round trip field by field."""
         return {
             "KAFKA_BOOTSTRAP_SERVERS": self.bootstrap_servers,
             "CLICKHOUSE_URL": self.clickhouse_endpoint_url,
@@ -132,6 +171,7 @@ class Settings(BaseSettings):
             "GPULEDGER_WINDOW_SECONDS": str(self.window_seconds),
             "GPULEDGER_ALLOWED_LATENESS_SECONDS": str(self.allowed_lateness_seconds),
             "GPULEDGER_FUTURE_TOLERANCE_SECONDS": str(self.future_tolerance_seconds),
+            "GPULEDGER_METRICS_PORT": str(self.metrics_port),
             "KAFKA_SECURITY_PROTOCOL": self.kafka_security_protocol,
             "KAFKA_SASL_MECHANISM": self.kafka_sasl_mechanism or "",
             "KAFKA_SASL_USERNAME": self.kafka_sasl_username or "",
@@ -144,6 +184,7 @@ class Settings(BaseSettings):
         config: dict[str, object] = {
             "bootstrap_servers": self.bootstrap_servers,
             "security_protocol": self.kafka_security_protocol,
+            "reconnect_backoff_max_ms": RECONNECT_BACKOFF_MAX_MS,
         }
         if self.kafka_sasl_mechanism:
             config["sasl_mechanism"] = self.kafka_sasl_mechanism
@@ -155,10 +196,10 @@ class Settings(BaseSettings):
             config["ssl_cafile"] = self.kafka_ssl_cafile
         return config
 
-    def faust_credentials(self) -> Any:
-        """The same Kafka security for Faust (aiokafka): SASL (PLAIN / SCRAM), over SSL when asked, or
-        SSL alone; None for PLAINTEXT."""
-        protocol = self.kafka_security_protocol.upper()
+    def faust_credentials(self) -> CredentialsT | None:
+        """The same Kafka security for Faust (aiokafka) as ``kafka_client_config``: SASL (PLAIN /
+        SCRAM), over SSL when asked, or SSL alone; None for PLAINTEXT."""
+        protocol = self.kafka_security_protocol
         if protocol == "PLAINTEXT":
             return None
         import ssl

@@ -20,9 +20,12 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO,
                         format=f"[worker-{args.index}] %(asctime)s %(levelname)s %(name)s: %(message)s")
+    from pipelines.metrics import serve_metrics
     from streams.app import create_app
 
-    app = create_app(get_settings())
+    settings = get_settings()
+    serve_metrics(settings.metrics_port + args.index if settings.metrics_port else 0)
+    app = create_app(settings)
     # The worker allocates many short-lived objects per batch (decoded events, columns, facts);
     # with the default thresholds the collector keeps rescanning the long-lived ones (the app,
     # its modules and clients). Freeze those and collect the young generation less often, but

@@ -30,6 +30,7 @@ import faust
 from kafka.partitioner.default import murmur2
 
 from pipelines import events as ev
+from pipelines import metrics
 from pipelines.producer import EventProducer
 from pipelines.settings import Settings, get_settings
 from pipelines.topics import DATA_TOPICS, GPU_METRICS, node_key, physical_name
@@ -138,6 +139,7 @@ def create_app(settings: Settings) -> faust.App:
         warehouse.insert("dead_letters", [dead_letter_row(letter)])
         if not message.topic.endswith(".dlq"):
             publish_dead_letters([letter])
+            metrics.DEAD_LETTERED.labels(letter.topic, metrics.reason_class(reason)).inc()
 
     for topic in DATA_TOPICS:
         _register_sink(app, topic.name, physical_name(topic, settings), sink.run,
@@ -158,11 +160,13 @@ def create_app(settings: Settings) -> faust.App:
     async def attribution_timer() -> None:
         if not backoff.due():
             return
+        began = time.perf_counter()
         try:
             report = await attribution.run(run_step, attribution.warehouse, settings, owns)
             if report.facts:
                 release_free_memory()
         except Exception as exc:  # facts are idempotent: the step is tried again, later each time
+            metrics.STEP_FAILURES.inc()
             delay = backoff.failed()
             if is_transient(exc):
                 log.warning("attribution step: warehouse unavailable (%s); next try in %.0fs", describe(exc), delay)
@@ -170,6 +174,10 @@ def create_app(settings: Settings) -> faust.App:
                 log.exception("attribution step failed; next try in %.0fs", delay)
             return
         backoff.succeeded()
+        metrics.STEP_SECONDS.observe(time.perf_counter() - began)
+        metrics.FACTS_WRITTEN.inc(report.facts)
+        metrics.WINDOWS_WRITTEN.inc(report.windows)
+        metrics.NODES_QUARANTINED.inc(report.quarantined)
         if report.windows:
             log.info("attributed %d windows on %d nodes (%d facts)", report.windows, report.nodes, report.facts)
 

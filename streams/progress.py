@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from kafka.errors import (
@@ -54,21 +55,33 @@ def end_offsets(settings: Settings) -> dict[TopicPartition, int]:
         consumer.close()
 
 
-def current_lag(settings: Settings, targets: dict[TopicPartition, int]) -> Lag:
+def consumer_lag(settings: Settings) -> dict[tuple[str, int], int]:
+    """Per data (and dead-letter) topic partition: messages the stream workers have not committed."""
+    ends = end_offsets(settings)
+    committed = _committed(settings)
+    return {(tp.topic, tp.partition): max(end - _done(committed, tp), 0) for tp, end in ends.items()}
+
+
+def _committed(settings: Settings) -> dict[TopicPartition, Any]:
     admin = KafkaAdminClient(**settings.kafka_client_config())
     try:
         group = settings.topic_prefix + CONSUMER_GROUP
         try:
-            committed = admin.list_group_offsets({group: None}).get(group, {})
+            return dict(admin.list_group_offsets({group: None}).get(group, {}))
         except COORDINATOR_STARTING:  # a new broker creates its offsets topic on first use: nothing committed
-            committed = {}
+            return {}
     finally:
         admin.close()
-    behind = 0
-    for tp, end in targets.items():
-        meta = committed.get(tp)
-        done = meta.offset if meta is not None and meta.offset >= 0 else 0
-        behind += max(end - done, 0)
+
+
+def _done(committed: dict[TopicPartition, Any], tp: TopicPartition) -> int:
+    meta = committed.get(tp)
+    return int(meta.offset) if meta is not None and meta.offset >= 0 else 0
+
+
+def current_lag(settings: Settings, targets: dict[TopicPartition, int]) -> Lag:
+    committed = _committed(settings)
+    behind = sum(max(end - _done(committed, tp), 0) for tp, end in targets.items())
     client = get_client(settings)
     try:
         rows = client.query(load_query("attribution_pending")).result_rows
@@ -80,19 +93,22 @@ def current_lag(settings: Settings, targets: dict[TopicPartition, int]) -> Lag:
     return Lag(behind, pending, len(held), rebuilds)
 
 
-def group_members(settings: Settings) -> int:
-    """How many stream workers are members of the workers' consumer group right now."""
+def group_members(settings: Settings) -> int | None:
+    """Whether stream workers are members of the workers' consumer group right now: 0 when none
+    (the group is unknown, empty or dead), 1 when some are, None when the broker cannot say yet.
+    From the broker's group listing, which needs no group coordinator."""
     group = settings.topic_prefix + CONSUMER_GROUP
     admin = KafkaAdminClient(**settings.kafka_client_config())
     try:
-        if group not in {g.get("group_id") for g in admin.list_groups()}:
-            return 0  # never joined, or emptied and expired
-        described = admin.describe_groups([group])
+        listed = {g.get("group_id"): g.get("group_state") for g in admin.list_groups()}
+    except COORDINATOR_STARTING:
+        return None
     except KafkaError as exc:
-        raise PipelineError(f"cannot describe consumer group {group}: {exc}") from exc
+        raise PipelineError(f"cannot list consumer groups: {exc}") from exc
     finally:
         admin.close()
-    return len((described.get(group) or {}).get("members") or [])
+    state = listed.get(group)
+    return 0 if state in (None, "Empty", "Dead") else 1
 
 
 def wait_until_reflected(settings: Settings, targets: dict[TopicPartition, int], timeout_s: float,
@@ -105,7 +121,7 @@ def wait_until_reflected(settings: Settings, targets: dict[TopicPartition, int],
     last_member = started
     while lag.messages or lag.nodes_pending or lag.rebuilds:
         now = time.monotonic()
-        if group_members(settings):
+        if group_members(settings) != 0:  # a member, or a coordinator still starting: not known to be none
             last_member = now
         elif now - last_member > NO_WORKER_GRACE_S:
             raise NotCaughtUp(

@@ -23,6 +23,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
+from pipelines import metrics
 from pipelines.cli.main_errors import UsageFailure
 from pipelines.collectors import dcgm as dcgm_collector
 from pipelines.collectors import kubernetes as k8s_collector
@@ -140,9 +141,22 @@ def execute(collector: Collector, *, follow: bool, once: bool, interval: float, 
     """Run a collector (deduplicated) into Kafka, or nowhere for a dry run; always closes it."""
     stop = stop or threading.Event()
     wrapped = Deduplicated(collector)
+    name = type(collector).__name__.removesuffix("Collector").lower() or "collector"
+    show = _progress(follow)
+
+    def on_batch(batch: Batch, stats: RunStats) -> None:
+        metrics.COLLECTOR_POLLS.labels(name).inc()
+        metrics.COLLECTOR_EVENTS.labels(name).inc(len(batch.result.events))
+        show(batch, stats)
+
+    def on_failure(exc: SourceUnavailable) -> None:
+        metrics.COLLECTOR_POLL_ERRORS.labels(name).inc()
+        _failure(exc)
+
+    metrics.serve_metrics(get_settings().metrics_port)
     options: dict[str, Any] = {"follow": follow and not once, "interval_s": interval, "stop": stop,
-                               "max_failures": max_failures, "on_batch": _progress(follow),
-                               "on_failure": _failure, "max_polls": 1 if once else None}
+                               "max_failures": max_failures, "on_batch": on_batch,
+                               "on_failure": on_failure, "max_polls": 1 if once else None}
     try:
         with _stop_on_signals(stop):
             if dry_run:

@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 
 from pipelines.cli.main_errors import UsageFailure
-from pipelines.cli.report_cmd import parse_time
+from pipelines.reports import parse_time
 from pipelines.settings import get_settings
 from pipelines.topics import DATA_TOPICS
 

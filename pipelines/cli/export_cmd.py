@@ -18,6 +18,7 @@ import typer
 from pipelines.cli.main_errors import UsageFailure
 from pipelines.cli.report_cmd import Format, emit
 from pipelines.settings import get_settings
+from pipelines.windows import BadWindow, next_month, parse_window
 from sql.client import get_client
 
 export_app = typer.Typer(help="Exports for finance: monthly chargeback as FinOps FOCUS 1.2 files.",
@@ -31,19 +32,32 @@ class ExportFormat(StrEnum):
     parquet = "parquet"
 
 
-PeriodOpt = Annotated[str, typer.Option("--period", help="billing period, YYYY-MM (UTC)")]
+PeriodOpt = Annotated[str | None, typer.Option("--period", help="billing period, YYYY-MM (UTC)")]
+MonthWindowOpt = Annotated[str | None, typer.Option(
+    "--window", help="instead of --period: last-month, month-to-date or YYYY-MM")]
 
 
-def _period(text: str) -> str:
-    if not PERIOD.match(text):
+def _period(text: str | None, window: str | None = None) -> str:
+    if (text is None) == (window is None):
+        raise UsageFailure("give --period YYYY-MM or --window (last-month, month-to-date, YYYY-MM)")
+    if window is not None:
+        try:
+            start, end = parse_window(window)
+        except BadWindow as exc:
+            raise UsageFailure(str(exc)) from None
+        if end > next_month(start):
+            raise UsageFailure(f"--window {window!r} is not inside one calendar month")
+        return f"{start:%Y-%m}"
+    if not PERIOD.match(text or ""):
         raise UsageFailure(f"--period must be YYYY-MM, got {text!r}")
-    return text
+    return str(text)
 
 
 @export_app.command("chargeback")
 def chargeback(
-    period: PeriodOpt,
     out: Annotated[Path, typer.Option("--out", help="directory to write the files into")],
+    period: PeriodOpt = None,
+    window: MonthWindowOpt = None,
     format: Annotated[ExportFormat, typer.Option("--format", help="csv or parquet")] = ExportFormat.csv,
     business_unit: Annotated[str | None, typer.Option("--business-unit", help="only this unit's file")] = None,
 ) -> None:
@@ -51,33 +65,36 @@ def chargeback(
     platform's unshared remainder, reconciling to the period's total) and one per business unit."""
     from dagster_project.defs.exports.reports import ExportRefused, export_chargeback
 
+    month = _period(period, window)
     settings = get_settings()
     client = get_client(settings)
     try:
-        result = export_chargeback(client, _period(period), out, format.value, business_unit, settings.cluster)
+        result = export_chargeback(client, month, out, format.value, business_unit, settings.cluster)
     except ExportRefused as exc:
         raise UsageFailure(str(exc)) from None
     finally:
         client.close()
-    typer.echo(f"{period}: total {result.total} {result.currency} = business units "
+    typer.echo(f"{month}: total {result.total} {result.currency} = business units "
                f"{result.total - result.platform} + platform remainder {result.platform} "
                f"({result.lines} lines, from {result.source})")
     if result.changed_since is not None:
-        typer.echo(f"note: {period} changed after its export of {result.changed_since:%Y-%m-%d %H:%M:%S} UTC "
+        typer.echo(f"note: {month} changed after its export of {result.changed_since:%Y-%m-%d %H:%M:%S} UTC "
                    "(late data or a late failure); these files replace it")
     for path in result.paths:
         typer.echo(str(path))
 
 
-def unit_cost(period: PeriodOpt, format: Annotated[Format, typer.Option("--format")] = Format.table) -> None:
+def unit_cost(period: PeriodOpt = None, window: MonthWindowOpt = None,
+              format: Annotated[Format, typer.Option("--format")] = Format.table) -> None:
     """The effective cluster unit cost of a month, with every term of
     (compute + network + storage + support + operations + idle + retries) / accepted workload units."""
     from dagster_project.defs.exports.reports import UNIT_COST_COLUMNS, unit_cost_records
 
+    month = _period(period, window)
     settings = get_settings()
     client = get_client(settings)
     try:
-        records = unit_cost_records(client, _period(period), settings.cluster)
+        records = unit_cost_records(client, month, settings.cluster)
     finally:
         client.close()
     if format != Format.table:
@@ -88,7 +105,7 @@ def unit_cost(period: PeriodOpt, format: Annotated[Format, typer.Option("--forma
     table += [(r["cluster"], "unit cost", "n/a (no accepted units)" if r["unit_cost"] is None
                else f"{r['unit_cost']} {r['currency']}") for r in records]
     emit(["cluster", "term", "amount"], sorted(table, key=lambda row: row[0]), format,
-         f"effective cluster unit cost, {period}")
+         f"effective cluster unit cost, {month}")
     for r in records:
         terms = " + ".join(f"{t} {r[t]}" for t in TERMS)
         typer.echo(f"{r['cluster']}: ({terms}) / {r['accepted_units']:g} {r['unit_kind']} = "

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -103,6 +104,10 @@ def ingest(
     console.print(f"{verb} {info['events']:,} events, {info['dead_letters']:,} dead letters from {file}")
     for reason, count in info["dead_letter_reasons"].items():
         console.print(f"  [yellow]dead letter[/] ×{count}: {reason}")
+    if at is None and any("--time" in reason for reason in info["dead_letter_reasons"]):
+        modified = datetime.fromtimestamp(file.stat().st_mtime, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        console.print(f"  hint: {file} was last modified at {modified}; if that is when it was written, "
+                      f"ingest it again with --time {modified}")
     if wait and not dry_run:
         console.print(f"reflected in the facts after {info['wait_seconds']:.1f}s")
         if info.get("quarantined_nodes"):

@@ -25,9 +25,11 @@ from pipelines.cli import (
     export_cmd,
     ingest_cmd,
     report_cmd,
+    serve_cmd,
     services_cmd,
     simulate_cmd,
 )
+from pipelines.cli.main_errors import UsageFailure
 
 app = typer.Typer(
     name="gpuledger",
@@ -45,6 +47,7 @@ simulate_cmd.register(app)
 demo_cmd.register(app)
 bench_cmd.register(app)
 dlq_cmd.register(app)
+serve_cmd.register(app)
 export_cmd.register(app, report_cmd.report_app)
 app.command(help="Round-trip a probe through Kafka and ClickHouse and show it.")(check_cmd.check)
 
@@ -86,7 +89,7 @@ def main() -> None:
     except Exception as exc:  # the CLI boundary: one clear line instead of a traceback
         if os.environ.get("GPULEDGER_DEBUG"):
             raise
-        code = 2 if type(exc).__name__ in ("NotThisFormat", "UsageFailure") else 1
+        code = 2 if isinstance(exc, UsageFailure) or type(exc).__name__ == "NotThisFormat" else 1
         message = " ".join(str(exc).split()) or type(exc).__name__
         if auth.last is not None:
             message = (f"Kafka authentication failed ({auth.last}): check KAFKA_SASL_USERNAME, KAFKA_SASL_PASSWORD "

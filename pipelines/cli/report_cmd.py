@@ -9,48 +9,27 @@ from __future__ import annotations
 import csv
 import io
 import json
+import shutil
 import sys
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from decimal import Decimal
 from enum import StrEnum
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from pipelines.cli.main_errors import UsageFailure
+from pipelines import reports
 from pipelines.settings import get_settings
-from sql import load_query
+from pipelines.windows import WINDOW_HELP
 from sql.client import get_client
 from sql.values import plain
 
 report_app = typer.Typer(help="Reports on GPU-hours, failures, queue time, idle capacity, conflicting claims "
                               "and benchmarks.",
                          no_args_is_help=True)
-
-
-class By(StrEnum):
-    team = "team"
-    business_unit = "business_unit"
-    namespace = "namespace"
-    account = "account"
-    model = "model"
-    job = "job"
-    node = "node"
-    gpu_model = "gpu_model"
-    failure_reason = "failure_reason"
-    cluster = "cluster"
-    user = "user"
-    queue = "queue"
-    workload_kind = "workload_kind"
-
-
-class IdleBy(StrEnum):
-    team = "team"
-    business_unit = "business_unit"
-    node = "node"
-    gpu_model = "gpu_model"
 
 
 class Format(StrEnum):
@@ -61,39 +40,36 @@ class Format(StrEnum):
 
 FromOpt = Annotated[str | None, typer.Option("--from", help="start, ISO 8601 (default: 30 days ago)")]
 ToOpt = Annotated[str | None, typer.Option("--to", help="end, exclusive, ISO 8601 (default: now)")]
+WindowOpt = Annotated[str | None, typer.Option("--window", help=f"instead of --from/--to: {WINDOW_HELP}")]
 ClusterOpt = Annotated[str | None, typer.Option(help="only this cluster")]
 FormatOpt = Annotated[Format, typer.Option("--format", help="table, json or csv")]
 
 
-def parse_time(text: str | None, default: datetime) -> datetime:
-    if text is None:
-        return default
-    try:
-        value = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise UsageFailure(f"not an ISO 8601 time: {text!r}") from None
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+def time_range(start: str | None, end: str | None, window: str | None = None) -> tuple[datetime, datetime]:
+    return reports.time_range(start, end, window)
 
 
-def time_range(start: str | None, end: str | None) -> tuple[datetime, datetime]:
-    now = datetime.now(UTC)
-    a, b = parse_time(start, now - timedelta(days=30)), parse_time(end, now)
-    if b <= a:
-        raise UsageFailure(f"--to ({b.isoformat()}) must be after --from ({a.isoformat()})")
-    return a, b
-
-
-def run_query(name: str, params: dict[str, Any]) -> tuple[list[str], list[tuple[Any, ...]]]:
+def report(name: str, *, by: str | None = None, start: str | None, end: str | None, window: str | None,
+           cluster: str | None, fmt: Format, limit: int = 50) -> None:
+    """Run report ``name`` (``pipelines.reports``) and print it."""
+    a, b = time_range(start, end, window)
+    reports.parse_by(reports.REPORTS[name], by)  # a bad grouping is a usage error before any connection
     client = get_client(get_settings())
     try:
-        result = client.query(load_query(name), parameters=params)
-        return list(result.column_names), [tuple(r) for r in result.result_rows]
+        result = reports.run(client, name, by=by, start=a, end=b, cluster=cluster or "", limit=limit)
     finally:
         client.close()
+    spec = reports.REPORTS[name]
+    grouping = f" by {by or spec.default_by}" if spec.dimensions else ""
+    emit_records(result.columns, result.records, fmt,
+                 f"{spec.title}{grouping}, {a:%Y-%m-%d %H:%M} – {b:%Y-%m-%d %H:%M} UTC")
 
 
 def emit(columns: list[str], rows: list[tuple[Any, ...]], fmt: Format, title: str) -> None:
-    records = [{c: plain(v) for c, v in zip(columns, row, strict=True)} for row in rows]
+    emit_records(columns, [{c: plain(v) for c, v in zip(columns, row, strict=True)} for row in rows], fmt, title)
+
+
+def emit_records(columns: list[str], records: list[dict[str, Any]], fmt: Format, title: str) -> None:
     if fmt == Format.json:
         typer.echo(json.dumps(records, indent=2))
     elif fmt == Format.csv:
@@ -104,12 +80,16 @@ def emit(columns: list[str], rows: list[tuple[Any, ...]], fmt: Format, title: st
             writer.writerow({k: json.dumps(v) if isinstance(v, list) else v for k, v in rec.items()})
         sys.stdout.write(buf.getvalue())
     else:
+        cells = [[_cell(rec[c]) for c in columns] for rec in records]
         table = Table(title=title)
         for c in columns:
-            table.add_column(c, justify="right" if rows and _is_number(rows[0][columns.index(c)]) else "left")
-        for rec in records:
-            table.add_row(*[_cell(v) for v in rec.values()])
-        Console().print(table)
+            numeric = bool(records) and _is_number(records[0][c])
+            table.add_column(c, justify="right" if numeric else "left", no_wrap=True, min_width=len(c))
+        for row in cells:
+            table.add_row(*row)
+        # full column names and values on a pipe or a narrow terminal: as wide as the table needs
+        needed = sum(max([len(c), *(len(r[i]) for r in cells)]) + 3 for i, c in enumerate(columns)) + 1
+        Console(width=max(needed, len(title), shutil.get_terminal_size((80, 24)).columns)).print(table)
 
 
 def _is_number(value: Any) -> bool:
@@ -126,61 +106,65 @@ def _cell(value: Any) -> str:
 
 
 @report_app.command("gpu-hours")
-def gpu_hours(
-    by: Annotated[By, typer.Option(help="group rows by this owner dimension")] = By.team,
-    start: FromOpt = None, end: ToOpt = None, cluster: ClusterOpt = None, format: FormatOpt = Format.table,
-) -> None:
+def gpu_hours(by: Annotated[str, typer.Option(help="group by one or several of: " + ", ".join(reports.DIMENSIONS))]
+              = "team", start: FromOpt = None, end: ToOpt = None, window: WindowOpt = None,
+              cluster: ClusterOpt = None, format: FormatOpt = Format.table) -> None:
     """Allocated, busy and failed GPU-hours per group; unallocated capacity as `__unallocated__`."""
-    a, b = time_range(start, end)
-    cols, rows = run_query("gpu_hours", {"by": by.value, "start": a, "end": b, "cluster": cluster or ""})
-    emit(cols, rows, format, f"GPU-hours by {by.value}, {a:%Y-%m-%d %H:%M} – {b:%Y-%m-%d %H:%M} UTC")
+    report("gpu-hours", by=by, start=start, end=end, window=window, cluster=cluster, fmt=format)
 
 
 @report_app.command("failures")
-def failures(
-    start: FromOpt = None, end: ToOpt = None, cluster: ClusterOpt = None, format: FormatOpt = Format.table,
-    limit: Annotated[int, typer.Option(help="rows to show")] = 50,
-) -> None:
+def failures(start: FromOpt = None, end: ToOpt = None, window: WindowOpt = None, cluster: ClusterOpt = None,
+             format: FormatOpt = Format.table, limit: Annotated[int, typer.Option(help="rows to show")] = 50) -> None:
     """Which failed attempts burned the most GPU-hours, with lost work after the last checkpoint."""
-    a, b = time_range(start, end)
-    cols, rows = run_query("failures", {"start": a, "end": b, "cluster": cluster or "", "limit": limit})
-    emit(cols, rows, format, "failure burn")
+    report("failures", start=start, end=end, window=window, cluster=cluster, fmt=format, limit=limit)
 
 
 @report_app.command("queue")
-def queue(start: FromOpt = None, end: ToOpt = None, cluster: ClusterOpt = None,
+def queue(start: FromOpt = None, end: ToOpt = None, window: WindowOpt = None, cluster: ClusterOpt = None,
           format: FormatOpt = Format.table) -> None:
     """Queue time per scheduler queue, also as GPU-hours waited."""
-    a, b = time_range(start, end)
-    cols, rows = run_query("queue", {"start": a, "end": b, "cluster": cluster or ""})
-    emit(cols, rows, format, "queue time")
+    report("queue", start=start, end=end, window=window, cluster=cluster, fmt=format)
 
 
 @report_app.command("idle")
-def idle(by: Annotated[IdleBy, typer.Option(help="group by")] = IdleBy.team, start: FromOpt = None,
-         end: ToOpt = None, cluster: ClusterOpt = None, format: FormatOpt = Format.table) -> None:
+def idle(by: Annotated[str, typer.Option(help="group by one or several of: " + ", ".join(reports.IDLE_DIMENSIONS))]
+         = "team", start: FromOpt = None, end: ToOpt = None, window: WindowOpt = None, cluster: ClusterOpt = None,
+         format: FormatOpt = Format.table) -> None:
     """Allocated-but-idle GPU-hours, and unallocated / unavailable capacity."""
-    a, b = time_range(start, end)
-    cols, rows = run_query("idle", {"by": by.value, "start": a, "end": b, "cluster": cluster or ""})
-    emit(cols, rows, format, f"idle by {by.value}")
+    report("idle", by=by, start=start, end=end, window=window, cluster=cluster, fmt=format)
 
 
 @report_app.command("conflicts")
-def conflicts(start: FromOpt = None, end: ToOpt = None, cluster: ClusterOpt = None,
+def conflicts(start: FromOpt = None, end: ToOpt = None, window: WindowOpt = None, cluster: ClusterOpt = None,
               format: FormatOpt = Format.table) -> None:
     """Claims beyond a GPU's capacity (conflicting scheduler data), scaled down and listed here."""
-    a, b = time_range(start, end)
-    cols, rows = run_query("conflicts", {"start": a, "end": b, "cluster": cluster or ""})
-    emit(cols, rows, format, "conflicting claims")
+    report("conflicts", start=start, end=end, window=window, cluster=cluster, fmt=format)
 
 
 @report_app.command("benchmarks")
-def benchmarks(start: FromOpt = None, end: ToOpt = None, cluster: ClusterOpt = None,
+def benchmarks(start: FromOpt = None, end: ToOpt = None, window: WindowOpt = None, cluster: ClusterOpt = None,
                format: FormatOpt = Format.table) -> None:
     """nccl-tests runs: hosts, ranks, average bus bandwidth, pass/fail, NCCL version."""
-    a, b = time_range(start, end)
-    cols, rows = run_query("benchmarks", {"start": a, "end": b, "cluster": cluster or ""})
-    emit(cols, rows, format, "NCCL benchmark runs")
+    report("benchmarks", start=start, end=end, window=window, cluster=cluster, fmt=format)
+
+
+@report_app.command("dashboard")
+def dashboard(out: Annotated[Path, typer.Option("--out", help="HTML file to write")] = Path("dashboard.html"),
+              start: FromOpt = None, end: ToOpt = None, window: WindowOpt = None,
+              cluster: Annotated[str | None, typer.Option(help="cluster (default GPULEDGER_CLUSTER)")] = None) -> None:
+    """Write the finance dashboard (one self-contained HTML file) for a cluster and period."""
+    from pipelines.dashboard import data, html
+
+    a, b = time_range(start, end, window)
+    settings = get_settings()
+    client = get_client(settings)
+    try:
+        collected = data.collect(client, cluster or settings.cluster, a, b)
+    finally:
+        client.close()
+    out.write_text(html.render(collected), encoding="utf-8")
+    typer.echo(f"wrote {out} ({cluster or settings.cluster}, {a:%Y-%m-%d %H:%M} – {b:%Y-%m-%d %H:%M} UTC)")
 
 
 def register(app: typer.Typer) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 
 from clickhouse_connect.driver.client import Client
 
-from sql import load_query
+from pipelines import reports
 from sql.values import plain
 
 HOURLY_BU = """
@@ -55,14 +55,18 @@ def records(client: Client, sql: str, params: dict[str, Any]) -> list[dict[str, 
 def collect(client: Client, cluster: str, start: datetime, end: datetime) -> dict[str, Any]:
     """The dashboard's data for one cluster and ``[start, end)``."""
     p = {"start": start, "end": end, "cluster": cluster}
+
+    def report(name: str, **kw: Any) -> list[dict[str, Any]]:  # the same layer as `gpuledger report` and the API
+        return reports.run(client, name, start=start, end=end, cluster=cluster, **kw).records
+
     data: dict[str, Any] = {
         "cluster": cluster, "start": plain(start), "end": plain(end),
-        "gpu_hours_by_business_unit": records(client, load_query("gpu_hours"), {**p, "by": "business_unit"}),
-        "gpu_hours_by_team": records(client, load_query("gpu_hours"), {**p, "by": "team"}),
-        "failures": records(client, load_query("failures"), {**p, "limit": 100000}),
-        "queue": records(client, load_query("queue"), p),
-        "idle_by_business_unit": records(client, load_query("idle"), {**p, "by": "business_unit"}),
-        "benchmarks": records(client, load_query("benchmarks"), p),
+        "gpu_hours_by_business_unit": report("gpu-hours", by="business_unit"),
+        "gpu_hours_by_team": report("gpu-hours", by="team"),
+        "failures": report("failures", limit=100000),
+        "queue": report("queue"),
+        "idle_by_business_unit": report("idle", by="business_unit"),
+        "benchmarks": report("benchmarks"),
         "hourly_gpu_hours_by_business_unit": records(client, HOURLY_BU, p),
         "daily_cost_by_business_unit": records(client, DAILY_COST, p),
         "fabric_health": records(client, FABRIC, p),

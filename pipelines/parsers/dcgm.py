@@ -213,7 +213,8 @@ def _place(sample: prom.Sample, series: _Series, groups: dict[tuple[str, datetim
     (the GPU is still recorded as present then)."""
     time = sample.time or default_time
     if time is None:
-        return "sample without timestamp and no scrape_time given"
+        return ("sample without a timestamp: give the scrape time with `gpuledger ingest dcgm --time <RFC 3339>` "
+                "(e.g. the file's modification time)")
     group = groups.setdefault((series.host, time), _Group())
     group.raw.append(sample.raw)
     gpu = group.gpus.get((series.uuid, series.gi))

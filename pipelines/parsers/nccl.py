@@ -34,7 +34,7 @@ Decisions where the format is silent:
   both a redop and a root, else ``unknown``.
 * NCCL version: the ``NCCL version`` line, else decoded from ``nccl-library=<code>``.
 * Time (event time and ``started``): the ``time`` hint, else the first RFC 3339 time with offset
-  printed in the run's text; without either the run is a dead letter ("pass time=").
+  printed in the run's text; without either the run is a dead letter that names ``--time``.
 * ``run_id``: the ``run_id`` hint (``<hint>#<n>`` when the log holds several runs), else
   ``event_id`` over cluster, hosts, the first device's pid and the run's text. Event id:
   ``event_id("benchmark.run", cluster, run_id)``.
@@ -291,7 +291,8 @@ def _emit(run: _Run, text: str, result: ParseResult, *, cluster: str, origin: st
         except ValueError:
             started = None
     if started is None:
-        result.reject(topic=TOPIC, source=SOURCE, reason="nccl-tests run without a time: pass time=",
+        result.reject(topic=TOPIC, source=SOURCE, reason="nccl-tests run without a time: give it with "
+                      "`gpuledger ingest nccl --time <RFC 3339>` (e.g. the log's modification time)",
                       raw=text, origin=origin)
         return
     hosts = sorted({d["host"] for d in run.devices})

@@ -1,8 +1,9 @@
 -- Which failures burned the most GPU-hours in [start, end): failed attempts' GPU-hours by reason,
--- team, model, job and attempt, with the work lost after the last checkpoint (within the range, as
--- the failed hours are: never more than them) and the nodes.
+-- business unit, team, model, job and attempt, with the work lost after the last checkpoint
+-- (within the range, as the failed hours are: never more than them) and the nodes.
 SELECT
     failure_reason,
+    business_unit,
     team,
     model,
     logical_job AS job,
@@ -15,6 +16,6 @@ SELECT
 FROM failed_facts
 WHERE window_start >= {start:DateTime64(3, 'UTC')} AND window_start < {end:DateTime64(3, 'UTC')}
   AND ({cluster:String} = '' OR cluster = {cluster:String})
-GROUP BY failure_reason, team, model, job, attempt
+GROUP BY failure_reason, business_unit, team, model, job, attempt
 ORDER BY failed_gpu_hours DESC, job, attempt
 LIMIT {limit:UInt32}

@@ -7,6 +7,8 @@
 -- [last whole hour's end, end), are read window by window from resolved_facts. The answer equals
 -- gpu_hours_facts.sql, which reads every window.
 WITH
+    -- one or several dimensions: {by} is 'team' or 'team,model'; a key joins their values with \x1F
+    splitByChar(',', {by:String}) AS dims,
     {start:DateTime64(3, 'UTC')} AS range_start,
     {end:DateTime64(3, 'UTC')} AS range_end,
     -- whole hours [full_start, full_end); empty when the range lies within one or two partial hours
@@ -14,22 +16,24 @@ WITH
                     toStartOfHour(range_start) + toIntervalHour(1)), 3, 'UTC') AS full_start,
     toDateTime64(toStartOfHour(range_end), 3, 'UTC') AS full_end
 SELECT
-    if(kind = 'allocated',
-       multiIf({by:String} = 'team', team,
-               {by:String} = 'business_unit', business_unit,
-               {by:String} = 'namespace', namespace,
-               {by:String} = 'account', account,
-               {by:String} = 'model', model,
-               {by:String} = 'job', logical_job,
-               {by:String} = 'node', toString(node),
-               {by:String} = 'gpu_model', toString(gpu_model),
-               {by:String} = 'failure_reason', failure_reason,
-               {by:String} = 'cluster', toString(cluster),
-               {by:String} = 'user', user,
-               {by:String} = 'queue', queue,
-               {by:String} = 'workload_kind', workload_kind,
-               'all'),
-       concat('__', kind, '__')) AS key,
+    arrayStringConcat(
+        if(kind = 'allocated',
+           arrayMap(d -> multiIf(d = 'team', team,
+                        d = 'business_unit', business_unit,
+                        d = 'namespace', namespace,
+                        d = 'account', account,
+                        d = 'model', model,
+                        d = 'job', logical_job,
+                        d = 'node', toString(node),
+                        d = 'gpu_model', toString(gpu_model),
+                        d = 'failure_reason', failure_reason,
+                        d = 'cluster', toString(cluster),
+                        d = 'user', user,
+                        d = 'queue', queue,
+                        d = 'workload_kind', workload_kind,
+                        'all'), dims),
+           [concat('__', kind, '__')]),
+        '\x1F') AS key,
     sumIf(gpu_seconds, kind = 'allocated') / 3600 AS allocated_gpu_hours,
     sum(busy_seconds) / 3600 AS busy_gpu_hours,
     sumIf(gpu_seconds, kind = 'allocated' AND outcome = 'failure') / 3600 AS failed_gpu_hours,
@@ -54,13 +58,13 @@ FROM
             if(a.a_outcome = 'failure', if(a.a_reason = '', 'unknown', a.a_reason), 'none') AS failure_reason
         FROM
         (
-            SELECT cluster, if({by:String} = 'node', toString(node), '') AS node, org_version, org_scope,
-                   if({by:String} = 'gpu_model', toString(gpu_model), '') AS gpu_model, kind, scheduler, job_id,
-                   if({by:String} = 'job', logical_job, '') AS logical_job, attempt, namespace, account,
-                   if({by:String} = 'user', toString(user), '') AS user,
-                   if({by:String} = 'queue', toString(queue), '') AS queue,
-                   if({by:String} = 'workload_kind', toString(workload_kind), '') AS workload_kind, team_label,
-                   if({by:String} = 'model', toString(model), '') AS model,
+            SELECT cluster, if(has(dims, 'node'), toString(node), '') AS node, org_version, org_scope,
+                   if(has(dims, 'gpu_model'), toString(gpu_model), '') AS gpu_model, kind, scheduler, job_id,
+                   if(has(dims, 'job'), logical_job, '') AS logical_job, attempt, namespace, account,
+                   if(has(dims, 'user'), toString(user), '') AS user,
+                   if(has(dims, 'queue'), toString(queue), '') AS queue,
+                   if(has(dims, 'workload_kind'), toString(workload_kind), '') AS workload_kind, team_label,
+                   if(has(dims, 'model'), toString(model), '') AS model,
                    sum(gpu_seconds) AS gpu_seconds, sum(busy_seconds) AS busy_seconds,
                    sum(unobserved_seconds) AS unobserved_seconds
             FROM current_hourly

@@ -3,23 +3,27 @@
 -- __unavailable__. The group is chosen by {by}, a parameter, never spliced into the text.
 -- The facts-level form of gpu_hours.sql (every window read through resolved_facts): the reference
 -- that the hourly rollup's answer is compared with.
+-- {by}: one dimension or several ('team', 'team,model'); a key joins their values with \x1F
+WITH splitByChar(',', {by:String}) AS dims
 SELECT
-    if(kind = 'allocated',
-       multiIf({by:String} = 'team', team,
-               {by:String} = 'business_unit', business_unit,
-               {by:String} = 'namespace', namespace,
-               {by:String} = 'account', account,
-               {by:String} = 'model', model,
-               {by:String} = 'job', logical_job,
-               {by:String} = 'node', toString(node),
-               {by:String} = 'gpu_model', toString(gpu_model),
-               {by:String} = 'failure_reason', failure_reason,
-               {by:String} = 'cluster', toString(cluster),
-               {by:String} = 'user', user,
-               {by:String} = 'queue', queue,
-               {by:String} = 'workload_kind', workload_kind,
-               'all'),
-       concat('__', kind, '__')) AS key,
+    arrayStringConcat(
+        if(kind = 'allocated',
+           arrayMap(d -> multiIf(d = 'team', team,
+                        d = 'business_unit', business_unit,
+                        d = 'namespace', namespace,
+                        d = 'account', account,
+                        d = 'model', model,
+                        d = 'job', logical_job,
+                        d = 'node', toString(node),
+                        d = 'gpu_model', toString(gpu_model),
+                        d = 'failure_reason', failure_reason,
+                        d = 'cluster', toString(cluster),
+                        d = 'user', user,
+                        d = 'queue', queue,
+                        d = 'workload_kind', workload_kind,
+                        'all'), dims),
+           [concat('__', kind, '__')]),
+        '\x1F') AS key,
     sumIf(gpu_seconds, kind = 'allocated') / 3600 AS allocated_gpu_hours,
     sum(busy_seconds) / 3600 AS busy_gpu_hours,
     sumIf(gpu_seconds, kind = 'allocated' AND outcome = 'failure') / 3600 AS failed_gpu_hours,

@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 import orjson
 
 from pipelines import events as ev
+from pipelines import metrics
 from pipelines.parsers.reference import ALL_CLUSTERS
 from sql.values import as_utc
 from streams.attribution.attempts import (
@@ -108,7 +109,15 @@ def write_batch(wh: Warehouse, messages: Sequence[Message],
         wh.insert("node_activity", [
             {"cluster": c, "node": n, "min_time": a.min_time, "max_time": a.max_time,
              "allocations": a.allocations, "seq": seq} for (c, n), a in sorted(activity.items())])
+    _count(messages, events, dead)  # once: only a batch that was written whole gets here
     return BatchResult(len(events), dead)
+
+
+def _count(messages: Sequence[Message], events: Sequence[ev.Envelope], dead: Sequence[ev.DeadLetter]) -> None:
+    if messages:
+        metrics.EVENTS_CONSUMED.labels(messages[0].topic).inc(len(events))
+    for letter in dead:
+        metrics.DEAD_LETTERED.labels(letter.topic, metrics.reason_class(letter.reason)).inc()
 
 
 def placement_changes(wh: Warehouse, events: Sequence[ev.Envelope]) -> Changed:

@@ -78,8 +78,8 @@ def test_lost_work_is_clipped_to_the_report_range_and_counts_the_checkpoint_wind
             rows = client.query(load_query("failures"), parameters={
                 "start": T0 + timedelta(hours=start_h), "end": T0 + timedelta(hours=end_h), "cluster": "",
                 "limit": 10}).result_rows
-            [row] = [r for r in rows if r[3] == "search-ns/k-search" and r[4] == 1]
-            return float(row[5]), float(row[6])
+            [row] = [r for r in rows if r[4] == "search-ns/k-search" and r[5] == 1]
+            return float(row[6]), float(row[7])
 
         # k-search-a: failed after 10 h, last checkpoint at 6 h → 4 h lost of 10 h
         assert failures(0, 24) == pytest.approx((10.0, 4.0))

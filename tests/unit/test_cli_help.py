@@ -71,7 +71,9 @@ def test_demo_help_explains_itself() -> None:
 
 @pytest.mark.parametrize(("args", "problem"), [
     (("report", "gpu-hours", "--bogus"), "No such option: --bogus"),
-    (("report", "gpu-hours", "--by", "nope"), "Invalid value for '--by'"),
+    (("report", "gpu-hours", "--by", "nope"), "error: unknown grouping 'nope' for gpu-hours"),
+    (("report", "gpu-hours", "--window", "fortnight"), "error: window 'fortnight' is not one of"),
+    (("report", "idle", "--by", "team,colour"), "error: unknown grouping 'colour' for idle"),
     (("report", "gpu-hours", "--from", "yesterday-ish"), "error: not an ISO 8601 time: 'yesterday-ish'"),
     (("export", "chargeback", "--period", "2026-13", "--out", "/tmp/x"), "error: --period must be YYYY-MM"),
     (("no-such-command",), "No such command"),

@@ -256,7 +256,7 @@ def test_exposition_without_timestamp_needs_scrape_time() -> None:
     text = (FIX / "exporter_3x_hostname.prom").read_text()
     result = dcgm.parse_exposition(text, cluster="c1")
     assert result.events == []
-    assert result.dead_letters and all("scrape_time" in d.reason for d in result.dead_letters)
+    assert result.dead_letters and all("--time" in d.reason for d in result.dead_letters)
 
 
 def test_same_field_twice_first_wins_and_series_merge() -> None:

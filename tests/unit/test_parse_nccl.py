@@ -131,7 +131,7 @@ def test_time_comes_from_hint_or_log_else_dead_letter() -> None:
     assert stamped.time == datetime(2025, 11, 2, 9, 30, tzinfo=UTC)  # the date line before the run
     result = nccl.parse((FIX / "all_reduce_2_13_root.log").read_text(), cluster="c1")
     assert result.events == [] and len(result.dead_letters) == 1
-    assert "time=" in result.dead_letters[0].reason
+    assert "gpuledger ingest nccl --time" in result.dead_letters[0].reason
 
 
 def test_run_id_is_deterministic_and_content_bound() -> None:

@@ -58,7 +58,8 @@ def record_export(client: Client, period: str, start: datetime, end: datetime, t
 
 
 def export_chargeback(client: Client, period: str, out: Path, fmt: FileFormat, business_unit: str | None,
-                      default_cluster: str, cfg: FocusConfig | None = None) -> ExportResult:
+                      default_cluster: str, cfg: FocusConfig | None = None, record: bool = True) -> ExportResult:
+    """The month's FOCUS files into ``out``; ``record`` notes the export (the read-only API does not)."""
     cfg = cfg or FocusConfig()
     cb = load_chargeback(client, period, books_from_warehouse(client), SharePolicy(), default_cluster)
     known = [str(r["business_unit"]) for r in rows(client, "chargeback_business_units",
@@ -73,7 +74,7 @@ def export_chargeback(client: Client, period: str, out: Path, fmt: FileFormat, b
     total = sum((Decimal(ln["cost"]) for ln in cb.lines), Decimal("0.00"))
     platform = sum((Decimal(ln["cost"]) for ln in cb.lines if ln["business_unit"] == PLATFORM), Decimal("0.00"))
     currency = ", ".join(sorted(set(cb.currency.values()))) or "-"
-    changed = record_export(client, cb.period, cb.start, cb.end, total, paths)
+    changed = record_export(client, cb.period, cb.start, cb.end, total, paths) if record else None
     return ExportResult(paths, total, platform, currency, len(cb.lines), cb.source, changed)
 
 

@@ -1,0 +1,177 @@
+"""The one query layer behind ``gpuledger report``, the HTTP API and the HTML dashboard.
+
+A report is a named query from ``sql/queries`` plus what it accepts: the dimensions it can be
+grouped by (one or several: ``team,model``), a row limit, and whether a business-unit scope can
+see it. Every value reaches ClickHouse as a server-side parameter; a dimension is checked against
+the report's list before it is sent.
+
+A **business-unit scope** (an API token limited to one unit) sees only that unit's rows: the
+query runs grouped by ``business_unit`` first and only that unit's groups are kept (capacity rows
+— unallocated, unavailable — belong to no unit and are left out); reports without an owner
+(queue, conflicts) are refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from clickhouse_connect.driver.client import Client
+
+from pipelines.cli.main_errors import UsageFailure
+from pipelines.windows import BadWindow, parse_window
+from sql import load_query
+from sql.values import plain
+
+KEY_SEPARATOR = "\x1f"  # between the values of several dimensions in a key (sql: '\x1F')
+DIMENSIONS = ("team", "business_unit", "namespace", "account", "model", "job", "node", "gpu_model",
+              "failure_reason", "cluster", "user", "queue", "workload_kind")
+IDLE_DIMENSIONS = ("team", "business_unit", "node", "gpu_model")
+
+
+class BadRequest(UsageFailure):
+    """A report asked for with a parameter it does not take (exit 2 in the CLI, 400 in the API)."""
+
+
+class OutOfScope(Exception):
+    """A business-unit scope asked for what it may not see (403 in the API)."""
+
+
+@dataclass(frozen=True)
+class Report:
+    name: str
+    query: str
+    title: str
+    dimensions: tuple[str, ...] = ()  # what --by takes; empty: no grouping choice
+    default_by: str = ""
+    limit: bool = False
+    scoped_dimensions: tuple[str, ...] | None = None  # what a business-unit scope may group by (None: all)
+    scope_column: str | None = None  # a row's business unit, for reports with fixed columns
+    owned: bool = True  # False: rows belong to no business unit; a scope may not see the report
+
+
+REPORTS: dict[str, Report] = {r.name: r for r in (
+    Report("gpu-hours", "gpu_hours", "GPU-hours", DIMENSIONS, "team"),
+    Report("failures", "failures", "failure burn", limit=True, scope_column="business_unit"),
+    Report("idle", "idle", "idle", IDLE_DIMENSIONS, "team", scoped_dimensions=("team", "business_unit")),
+    Report("queue", "queue", "queue time", owned=False),
+    Report("conflicts", "conflicts", "conflicting claims", owned=False),
+    Report("benchmarks", "benchmarks", "NCCL benchmark runs"),
+)}
+
+
+@dataclass
+class Result:
+    columns: list[str]
+    records: list[dict[str, Any]] = field(default_factory=list)
+    start: datetime | None = None
+    end: datetime | None = None
+
+
+def time_range(start: str | None = None, end: str | None = None, window: str | None = None,
+               now: datetime | None = None, max_days: float | None = None) -> tuple[datetime, datetime]:
+    """[start, end) from ``window`` or ``--from``/``--to`` (default: the last 30 days)."""
+    now = now or datetime.now(UTC)
+    if window is not None:
+        if start is not None or end is not None:
+            raise BadRequest("give either a window or from/to, not both")
+        try:
+            a, b = parse_window(window, now)
+        except BadWindow as exc:
+            raise BadRequest(str(exc)) from None
+    else:
+        a, b = parse_time(start, now - timedelta(days=30)), parse_time(end, now)
+    if b <= a:
+        raise BadRequest(f"to ({b.isoformat()}) must be after from ({a.isoformat()})")
+    if max_days is not None and b - a > timedelta(days=max_days):
+        raise BadRequest(f"the range is longer than {max_days:g} days")
+    return a, b
+
+
+def parse_time(text: str | None, default: datetime) -> datetime:
+    if text is None:
+        return default
+    try:
+        value = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise BadRequest(f"not an ISO 8601 time: {text!r}") from None
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def parse_by(report: Report, by: str | Sequence[str] | None) -> list[str]:
+    """The report's dimensions from ``team`` / ``team,model`` / a list; checked against its list."""
+    if not report.dimensions:
+        if by:
+            raise BadRequest(f"{report.name} takes no grouping")
+        return []
+    items = [b.strip() for b in (by.split(",") if isinstance(by, str) else by or [])] or [report.default_by]
+    unknown = [b for b in items if b not in report.dimensions]
+    if unknown or "" in items:
+        raise BadRequest(f"unknown grouping {','.join(unknown) or '(empty)'!r} for {report.name}: "
+                         f"one or several of {', '.join(report.dimensions)}")
+    if len(set(items)) != len(items):
+        raise BadRequest(f"a grouping is repeated: {','.join(items)}")
+    return items
+
+
+def run(client: Client, name: str, *, by: str | Sequence[str] | None = None, start: datetime, end: datetime,
+        cluster: str = "", limit: int = 50, business_unit: str | None = None) -> Result:
+    """Rows of report ``name`` as records; several dimensions become one column each."""
+    report = REPORTS[name]
+    dims = parse_by(report, by)
+    if business_unit is not None:
+        return _scoped(client, report, dims, start, end, cluster, limit, business_unit)
+    params: dict[str, Any] = {"start": start, "end": end, "cluster": cluster}
+    if dims:
+        params["by"] = ",".join(dims)
+    if report.limit:
+        params["limit"] = limit
+    columns, rows = _query(client, report.query, params)
+    return _result(columns, rows, dims, start, end)
+
+
+def _scoped(client: Client, report: Report, dims: list[str], start: datetime, end: datetime, cluster: str,
+            limit: int, unit: str) -> Result:
+    if not report.owned:
+        raise OutOfScope(f"{report.name} lists rows of every business unit; a token for {unit} may not read it")
+    if report.scope_column is not None:
+        params: dict[str, Any] = {"start": start, "end": end, "cluster": cluster, "limit": 1_000_000}
+        columns, rows = _query(client, report.query, params)
+        index = columns.index(report.scope_column)
+        return _result(columns, [r for r in rows if r[index] == unit][:limit], dims, start, end)
+    if not dims:  # a report without owner groups (benchmarks): nothing of another unit in it
+        return run(client, report.name, start=start, end=end, cluster=cluster, limit=limit)
+    allowed = report.scoped_dimensions or report.dimensions
+    if any(d not in allowed for d in dims):
+        raise OutOfScope(f"a token for one business unit may group {report.name} by {', '.join(allowed)} only")
+    wanted = dims if dims[0] == "business_unit" else ["business_unit", *[d for d in dims if d != "business_unit"]]
+    columns, rows = _query(client, report.query, {"start": start, "end": end, "cluster": cluster,
+                                                  "by": ",".join(wanted)})
+    kept = []
+    for row in rows:
+        parts = str(row[0]).split(KEY_SEPARATOR)
+        if parts[0] != unit:  # another unit's group, or a capacity row (__unallocated__ …)
+            continue
+        mine = dict(zip(wanted, parts, strict=True))
+        kept.append((KEY_SEPARATOR.join(mine[d] for d in dims), *row[1:]))
+    return _result(columns, kept, dims, start, end)
+
+
+def _query(client: Client, name: str, params: dict[str, Any]) -> tuple[list[str], list[tuple[Any, ...]]]:
+    result = client.query(load_query(name), parameters=params)
+    return list(result.column_names), [tuple(r) for r in result.result_rows]
+
+
+def _result(columns: list[str], rows: Sequence[tuple[Any, ...]], dims: list[str], start: datetime,
+            end: datetime) -> Result:
+    if len(dims) <= 1 or columns[0] != "key":
+        return Result(columns, [{c: plain(v) for c, v in zip(columns, row, strict=True)} for row in rows], start, end)
+    out = Result([*dims, *columns[1:]], [], start, end)
+    for row in rows:
+        parts = str(row[0]).split(KEY_SEPARATOR)
+        keys = parts if len(parts) == len(dims) else [parts[0]] * len(dims)  # a capacity row: __unallocated__
+        out.records.append({**dict(zip(dims, keys, strict=True)),
+                            **{c: plain(v) for c, v in zip(columns[1:], row[1:], strict=True)}})
+    return out

@@ -1,0 +1,172 @@
+"""``gpuledger serve``: the read-only HTTP API, the finance dashboard and the pipeline's metrics.
+
+Every ``/api`` and ``/dashboard`` request needs a bearer token (``pipelines.serve.tokens``); a
+token scoped to one business unit sees only that unit's rows (``pipelines.reports``) and gets 403
+for anything else. The numbers are those of ``gpuledger report … --format json`` for the same
+query: both call ``pipelines.reports.run``. Bad parameters are a 400 with a one-line reason.
+``/healthz`` answers while the process runs, ``/readyz`` when Kafka and ClickHouse answer and no
+node's attribution has been waiting longer than the stall threshold; ``/metrics`` is Prometheus
+text (no token: bind it where only Prometheus reaches, loopback by default).
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+from clickhouse_connect.driver.client import Client
+from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, generate_latest
+
+from pipelines import reports
+from pipelines.serve.health import readiness
+from pipelines.serve.metrics import PipelineCollector
+from pipelines.serve.tokens import Scope, Tokens
+from pipelines.settings import Settings
+from pipelines.windows import BadWindow, next_month, parse_window
+from sql.client import get_client
+from sql.values import plain
+
+PERIOD_FILE = r"^\d{4}-(0[1-9]|1[0-2])\.(csv|parquet)$"
+
+
+def request_scope(request: Request) -> Scope:
+    """The scope of the request's bearer token (401 without a known one)."""
+    tokens: Tokens = request.app.state.tokens
+    kind, _, token = request.headers.get("authorization", "").partition(" ")
+    found = tokens.scope_of(token.strip()) if kind.lower() == "bearer" and token.strip() else None
+    if found is None:
+        raise HTTPException(401, "a valid bearer token is required", headers={"WWW-Authenticate": "Bearer"})
+    return found
+
+
+Scoped = Annotated[Scope, Depends(request_scope)]
+
+
+def create_app(settings: Settings, tokens: Tokens, max_days: float = 400.0,
+               stall_after_s: float = 600.0) -> FastAPI:
+    app = FastAPI(title="gpuledger", version="1", summary="GPU-seconds, waste and cost per owner, read-only")
+    app.state.tokens = tokens
+    registry = CollectorRegistry()
+    requests_total = Counter("gpuledger_api_requests", "API requests by endpoint and status",
+                             ["endpoint", "status"], registry=registry)
+    registry.register(PipelineCollector(settings, stall_after_s))
+
+    @contextmanager
+    def warehouse() -> Iterator[Client]:
+        client = get_client(settings)
+        try:
+            yield client
+        finally:
+            client.close()
+
+    @app.middleware("http")
+    async def count(request: Request, call_next: Callable[[Request], Any]) -> Response:
+        response: Response = await call_next(request)
+        route = request.scope.get("route")
+        requests_total.labels(getattr(route, "path", "unmatched"), str(response.status_code)).inc()
+        return response
+
+    @app.exception_handler(reports.BadRequest)
+    async def bad_request(_: Request, exc: reports.BadRequest) -> JSONResponse:
+        return JSONResponse({"detail": " ".join(str(exc).split())}, status_code=400)
+
+    @app.exception_handler(reports.OutOfScope)
+    async def out_of_scope(_: Request, exc: reports.OutOfScope) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=403)
+
+    @app.get("/healthz")
+    def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/readyz")
+    def readyz() -> JSONResponse:
+        ready, checks = readiness(settings, stall_after_s)
+        return JSONResponse({"ready": ready, "checks": checks}, status_code=200 if ready else 503)
+
+    @app.get("/metrics")
+    def metrics() -> Response:
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+
+    def report_endpoint(name: str) -> None:
+        spec = reports.REPORTS[name]
+
+        def handler(who: Scoped, by: str | None = None, start: Annotated[str | None, Query(alias="from")] = None,
+                    end: Annotated[str | None, Query(alias="to")] = None, window: str | None = None,
+                    cluster: str = "", limit: Annotated[int, Query(ge=1, le=100_000)] = 50) -> list[dict[str, Any]]:
+            a, b = reports.time_range(start, end, window, max_days=max_days)
+            with warehouse() as client:
+                return reports.run(client, name, by=by, start=a, end=b, cluster=cluster, limit=limit,
+                                   business_unit=who.business_unit).records
+
+        handler.__name__ = name.replace("-", "_")
+        app.get(f"/api/v1/{name}", summary=spec.title, description=(reports.run.__doc__ or "").strip())(handler)
+
+    for name in reports.REPORTS:
+        report_endpoint(name)
+
+    @app.get("/api/v1/unit-cost", summary="effective cluster unit cost of a month")
+    def unit_cost(who: Scoped, period: str | None = None, window: str | None = None) -> list[dict[str, Any]]:
+        from dagster_project.defs.exports.reports import unit_cost_records
+
+        month = _period(period, window)
+        with warehouse() as client:
+            return [{k: plain(v) for k, v in r.items()}
+                    for r in unit_cost_records(client, month, settings.cluster)]
+
+    @app.get("/api/v1/chargeback/{file}", summary="FOCUS 1.2 chargeback file of a month (YYYY-MM.csv|.parquet)")
+    def chargeback(who: Scoped, file: str, business_unit: str | None = None) -> Response:
+        from dagster_project.defs.exports.reports import ExportRefused, export_chargeback
+
+        if not re.match(PERIOD_FILE, file):
+            raise reports.BadRequest(f"the file is YYYY-MM.csv or YYYY-MM.parquet, not {file!r}")
+        period, fmt = file.rsplit(".", 1)
+        if who.business_unit is not None:
+            if business_unit not in (None, who.business_unit):
+                raise reports.OutOfScope(f"a token for {who.business_unit} may not read {business_unit}'s export")
+            business_unit = who.business_unit
+        with tempfile.TemporaryDirectory(prefix="gpuledger-export-") as out, warehouse() as client:
+            try:
+                result = export_chargeback(client, period, Path(out), fmt, business_unit,  # type: ignore[arg-type]
+                                           settings.cluster, record=False)
+            except ExportRefused as exc:
+                raise HTTPException(404 if "no business unit" in str(exc) else 409, str(exc)) from None
+            path = result.paths[0]
+            body = path.read_bytes()
+        media = "text/csv" if fmt == "csv" else "application/vnd.apache.parquet"
+        return Response(body, media_type=media, headers={"Content-Disposition": f'attachment; filename="{path.name}"'})
+
+    @app.get("/dashboard", response_class=HTMLResponse, summary="the finance dashboard for a cluster and period")
+    def dashboard(who: Scoped, cluster: str | None = None, start: Annotated[str | None, Query(alias="from")] = None,
+                  end: Annotated[str | None, Query(alias="to")] = None, window: str | None = None) -> HTMLResponse:
+        from pipelines.dashboard import data, html
+
+        if who.business_unit is not None:
+            raise reports.OutOfScope("the dashboard shows every business unit; use /api/v1 with this token")
+        a, b = reports.time_range(start, end, window, max_days=max_days)
+        with warehouse() as client:
+            page = html.render(data.collect(client, cluster or settings.cluster, a, b))
+        return HTMLResponse(page)
+
+    app.state.started = time.time()
+    return app
+
+
+def _period(period: str | None, window: str | None) -> str:
+    """A month from ``period=YYYY-MM`` or a window inside one month (last-month, month-to-date, 2026-11)."""
+    if period is not None and window is not None:
+        raise reports.BadRequest("give either period or window, not both")
+    text = period or window or "last-month"
+    try:
+        start, end = parse_window(text)
+    except BadWindow as exc:
+        raise reports.BadRequest(str(exc)) from None
+    if end > next_month(start):
+        raise reports.BadRequest(f"{text!r} is not inside one calendar month")
+    return f"{start:%Y-%m}"

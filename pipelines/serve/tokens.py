@@ -1,0 +1,96 @@
+"""Bearer tokens of the HTTP API and what each may see.
+
+A token's **scope** is ``all`` or ``business_unit:<name>``. Tokens come from the environment,
+``GPULEDGER_API_TOKENS='<token>=all,<token>=business_unit:Research'``, or from a file
+(``--tokens-file``) that holds only their SHA-256 hashes, one per line:
+
+    sha256:<64 hex digits> all
+    sha256:<64 hex digits> business_unit:Research
+
+(``gpuledger serve --hash-token`` prints the line for a token.) A request's token is hashed and
+compared in constant time; the plain token is never stored or logged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipelines.errors import PipelineError
+
+BU_PREFIX = "business_unit:"
+
+
+class BadTokens(PipelineError):
+    """The configured tokens cannot be read."""
+
+
+@dataclass(frozen=True)
+class Scope:
+    business_unit: str | None = None  # None: every business unit
+
+    @classmethod
+    def parse(cls, text: str) -> Scope:
+        text = text.strip()
+        if text == "all":
+            return cls()
+        if text.startswith(BU_PREFIX) and text[len(BU_PREFIX):].strip():
+            return cls(text[len(BU_PREFIX):].strip())
+        raise BadTokens(f"a token's scope is 'all' or 'business_unit:<name>', not {text!r}")
+
+    def __str__(self) -> str:
+        return "all" if self.business_unit is None else f"{BU_PREFIX}{self.business_unit}"
+
+
+def digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def hashed_line(token: str, scope: str) -> str:
+    return f"sha256:{digest(token)} {Scope.parse(scope)}"
+
+
+class Tokens:
+    def __init__(self, hashes: dict[str, Scope]) -> None:
+        self._hashes = hashes
+
+    def __len__(self) -> int:
+        return len(self._hashes)
+
+    @classmethod
+    def from_env(cls, text: str) -> Tokens:
+        hashes: dict[str, Scope] = {}
+        for item in filter(None, (part.strip() for part in text.split(","))):
+            token, sep, scope = item.partition("=")
+            if not sep or not token.strip():
+                raise BadTokens("GPULEDGER_API_TOKENS is '<token>=<scope>' separated by commas")
+            hashes[digest(token.strip())] = Scope.parse(scope)
+        return cls(hashes)
+
+    @classmethod
+    def from_file(cls, path: Path) -> Tokens:
+        hashes: dict[str, Scope] = {}
+        try:
+            lines = path.read_text().splitlines()
+        except OSError as exc:
+            raise BadTokens(f"cannot read tokens file {path}: {exc.strerror}") from None
+        for n, line in enumerate(lines, 1):
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            hashed, _, scope = line.partition(" ")
+            hexed = hashed.removeprefix("sha256:")
+            if not hashed.startswith("sha256:") or len(hexed) != 64 or any(c not in "0123456789abcdef" for c in hexed):
+                raise BadTokens(f"{path}:{n}: expected 'sha256:<64 hex digits> <scope>'")
+            hashes[hexed] = Scope.parse(scope)
+        return cls(hashes)
+
+    def scope_of(self, token: str) -> Scope | None:
+        wanted = digest(token)
+        found = None
+        for known, scope in self._hashes.items():  # every hash compared: no timing difference
+            if hmac.compare_digest(known, wanted):
+                found = scope
+        return found

@@ -1,0 +1,89 @@
+"""Time windows as people type them; API tokens and their scopes; report parameters."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from pipelines import reports
+from pipelines.serve.tokens import BadTokens, Scope, Tokens, hashed_line
+from pipelines.windows import BadWindow, parse_window
+
+NOW = datetime(2026, 12, 3, 6, 30, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(("text", "start", "end"), [
+    ("7d", datetime(2026, 11, 26, 6, 30, tzinfo=UTC), NOW),
+    ("24h", datetime(2026, 12, 2, 6, 30, tzinfo=UTC), NOW),
+    ("90m", datetime(2026, 12, 3, 5, 0, tzinfo=UTC), NOW),
+    ("today", datetime(2026, 12, 3, tzinfo=UTC), NOW),
+    ("yesterday", datetime(2026, 12, 2, tzinfo=UTC), datetime(2026, 12, 3, tzinfo=UTC)),
+    ("month-to-date", datetime(2026, 12, 1, tzinfo=UTC), NOW),
+    ("last-month", datetime(2026, 11, 1, tzinfo=UTC), datetime(2026, 12, 1, tzinfo=UTC)),
+    ("2026-11", datetime(2026, 11, 1, tzinfo=UTC), datetime(2026, 12, 1, tzinfo=UTC)),
+    ("2026-12", datetime(2026, 12, 1, tzinfo=UTC), datetime(2027, 1, 1, tzinfo=UTC)),
+    ("2026-02-28", datetime(2026, 2, 28, tzinfo=UTC), datetime(2026, 3, 1, tzinfo=UTC)),
+    (" Yesterday ", datetime(2026, 12, 2, tzinfo=UTC), datetime(2026, 12, 3, tzinfo=UTC)),
+])
+def test_windows(text: str, start: datetime, end: datetime) -> None:
+    assert parse_window(text, NOW) == (start, end)
+
+
+def test_last_month_in_january_is_december() -> None:
+    assert parse_window("last-month", datetime(2027, 1, 15, tzinfo=UTC)) == (
+        datetime(2026, 12, 1, tzinfo=UTC), datetime(2027, 1, 1, tzinfo=UTC))
+
+
+@pytest.mark.parametrize("text", ["fortnight", "0d", "2026-13", "2026-02-30", "7 days", ""])
+def test_bad_windows_name_the_forms(text: str) -> None:
+    with pytest.raises(BadWindow):
+        parse_window(text, NOW)
+
+
+def test_report_ranges_and_groupings() -> None:
+    assert reports.time_range(window="yesterday", now=NOW) == (datetime(2026, 12, 2, tzinfo=UTC),
+                                                               datetime(2026, 12, 3, tzinfo=UTC))
+    with pytest.raises(reports.BadRequest, match="either a window or from/to"):
+        reports.time_range("2026-11-01", None, "7d", now=NOW)
+    with pytest.raises(reports.BadRequest, match="longer than 31 days"):
+        reports.time_range("2026-09-01", "2026-11-01", now=NOW, max_days=31)
+    gpu = reports.REPORTS["gpu-hours"]
+    assert reports.parse_by(gpu, "team, model") == ["team", "model"]
+    assert reports.parse_by(gpu, None) == ["team"]
+    for bad in ("colour", "team,team", "team,"):
+        with pytest.raises(reports.BadRequest):
+            reports.parse_by(gpu, bad)
+    with pytest.raises(reports.BadRequest, match="takes no grouping"):
+        reports.parse_by(reports.REPORTS["queue"], "team")
+
+
+def test_tokens_from_the_environment_and_from_a_file_of_hashes(tmp_path: Path) -> None:
+    env = Tokens.from_env("t-admin=all, t-research=business_unit:Research")
+    assert env.scope_of("t-admin") == Scope() and env.scope_of("t-research") == Scope("Research")
+    assert env.scope_of("t-other") is None and env.scope_of("") is None
+    path = tmp_path / "tokens"
+    lines = ["# who", hashed_line("t-admin", "all"), "", hashed_line("t-research", "business_unit:Research")]
+    path.write_text("\n".join(lines) + "\n")
+    assert "t-admin" not in path.read_text()
+    from_file = Tokens.from_file(path)
+    assert from_file.scope_of("t-research") == Scope("Research") and from_file.scope_of("t-admin") == Scope()
+    for text in ("t-admin", "t=everything", "t=business_unit:"):
+        with pytest.raises(BadTokens):
+            Tokens.from_env(text)
+    path.write_text("plain-token all\n")
+    with pytest.raises(BadTokens, match="sha256"):
+        Tokens.from_file(path)
+
+
+def test_stalled_nodes_are_those_whose_input_waits_too_long() -> None:
+    from pipelines.serve.health import stalled_nodes
+
+    t = datetime(2026, 11, 2, tzinfo=UTC)
+    now = 10_000 * 10**9
+    rows = [("c", "waiting", t, t, now - 700 * 10**9, 1, t, t, 0),  # new input 700 s ago, not computed
+            ("c", "fresh", t, t, now - 10 * 10**9, 1, t, t, 0),  # new input 10 s ago
+            ("c", "done", t, t, now - 900 * 10**9, 0, t, datetime(2026, 11, 3, tzinfo=UTC), 5),  # closed past it
+            ("c", "held", t, t, now - 900 * 10**9, 1, t, t, 0)]  # quarantined: reported as such
+    assert stalled_nodes(rows, {("c", "held")}, 600, now) == [("c", "waiting")]

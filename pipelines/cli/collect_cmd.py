@@ -136,12 +136,11 @@ def _failure(exc: SourceUnavailable) -> None:
     console.print(f"[yellow]source unavailable, retrying at the next interval[/]: {exc}")
 
 
-def execute(collector: Collector, *, follow: bool, once: bool, interval: float, dry_run: bool,
+def execute(collector: Collector, name: str, *, follow: bool, once: bool, interval: float, dry_run: bool,
             max_failures: int = 5, stop: threading.Event | None = None) -> RunStats:
     """Run a collector (deduplicated) into Kafka, or nowhere for a dry run; always closes it."""
     stop = stop or threading.Event()
     wrapped = Deduplicated(collector)
-    name = type(collector).__name__.removesuffix("Collector").lower() or "collector"
     show = _progress(follow)
 
     def on_batch(batch: Batch, stats: RunStats) -> None:
@@ -234,7 +233,7 @@ def collect_dcgm(
         collector = dcgm_collector.prometheus_collector(
             url, cluster=_cluster(cluster), step_s=scrape_interval, start=begin, end=finish, lag_s=lag,
             match=match, backfill_s=max(interval, scrape_interval))
-    report(execute(collector, follow=follow, once=once, interval=interval, dry_run=dry_run,
+    report(execute(collector, "dcgm", follow=follow, once=once, interval=interval, dry_run=dry_run,
                    max_failures=max_failures), fmt, dry_run)
 
 
@@ -256,7 +255,7 @@ def collect_storage(
         collector = storage_collector.prometheus_collector(
             url, cluster=_cluster(cluster), step_s=scrape_interval, start=begin, end=finish, lag_s=lag,
             match=match, backfill_s=max(interval, scrape_interval))
-    report(execute(collector, follow=follow, once=once, interval=interval, dry_run=dry_run,
+    report(execute(collector, "storage", follow=follow, once=once, interval=interval, dry_run=dry_run,
                    max_failures=max_failures), fmt, dry_run)
 
 
@@ -293,7 +292,7 @@ def collect_kubernetes(
         )
     except ValueError as exc:
         raise UsageFailure(str(exc)) from None
-    report(execute(collector, follow=follow, once=once or not follow, interval=interval, dry_run=dry_run,
+    report(execute(collector, "kubernetes", follow=follow, once=once or not follow, interval=interval, dry_run=dry_run,
                    max_failures=max_failures), fmt, dry_run)
 
 
@@ -325,7 +324,7 @@ def collect_slurm(
         )
     except ValueError as exc:
         raise UsageFailure(str(exc)) from None
-    report(execute(collector, follow=follow, once=once, interval=interval, dry_run=dry_run,
+    report(execute(collector, "slurm", follow=follow, once=once, interval=interval, dry_run=dry_run,
                    max_failures=max_failures), fmt, dry_run)
 
 

@@ -63,7 +63,8 @@ class KafkaAuthFailures(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         text = record.getMessage()
         if "Authentication failed" in text or "SaslAuthenticationFailed" in text:
-            self.last = " ".join(text.split())[:300]
+            reason = text.rsplit("SaslAuthenticationFailedError: ", 1)[-1]  # the broker's words only
+            self.last = " ".join(reason.split(" (backoff", 1)[0].split())[:300]
 
 
 def main() -> None:
@@ -93,7 +94,7 @@ def main() -> None:
         message = " ".join(str(exc).split()) or type(exc).__name__
         if auth.last is not None:
             message = (f"Kafka authentication failed ({auth.last}): check KAFKA_SASL_USERNAME, KAFKA_SASL_PASSWORD "
-                       f"and KAFKA_SASL_MECHANISM [{message}]")
+                       "and KAFKA_SASL_MECHANISM")
         sys.stderr.write(f"error: {message}\n")
         raise SystemExit(code) from None
     if isinstance(result, int) and result:

@@ -9,11 +9,13 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +71,8 @@ def served(endpoints: Endpoints, tmp_path_factory: pytest.TempPathFactory) -> It
     tag = uuid.uuid4().hex[:10]
     settings = Settings(kafka_bootstrap_servers=endpoints.kafka_bootstrap, clickhouse_url=endpoints.clickhouse_url,
                         clickhouse_user=endpoints.clickhouse_user, clickhouse_password=endpoints.clickhouse_password,
-                        clickhouse_database=f"test_{tag}", topic_prefix=f"test-{tag}.", home=home)
+                        clickhouse_database=f"test_{tag}", topic_prefix=f"test-{tag}.", home=home,
+                        metrics_port=_free_port())  # the demo's stream worker serves its /metrics there
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KAFKA_", "CLICKHOUSE_", "GPULEDGER_"))}
     env.update(settings.process_env(), COLUMNS="160")
     out = home / "demo"
@@ -265,6 +268,56 @@ def test_tables_keep_full_column_names_on_a_pipe(served: Served) -> None:
     for name in ("team", "model", "allocated_gpu_hours", "unobserved_gpu_hours", "idle_gpu_hours"):
         assert name in header
     assert "…" not in done.stdout
+
+
+def _values(text: str) -> dict[str, float]:
+    return {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+            if line.startswith("gpuledger_")}
+
+
+def test_workers_and_collectors_serve_their_own_metrics(served: Served) -> None:
+    worker = _values(requests.get(f"http://127.0.0.1:{served.settings.metrics_port}/metrics", timeout=10).text)
+    assert worker['gpuledger_events_consumed_total{topic="gpu.metrics"}'] > 0
+    assert worker["gpuledger_facts_written_total"] > 0
+    assert worker["gpuledger_attribution_step_duration_seconds_count"] > 0
+    body = (REPO / "tests" / "fixtures" / "dcgm" / "exporter_3x_hostname.prom").read_bytes()
+
+    class Exporter(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    exporter = ThreadingHTTPServer(("127.0.0.1", 0), Exporter)
+    threading.Thread(target=exporter.serve_forever, daemon=True).start()
+    port = _free_port()
+    collector = subprocess.Popen(
+        [sys.executable, "-m", "pipelines.cli.main", "collect", "dcgm", "--exporter",
+         f"http://127.0.0.1:{exporter.server_address[1]}/metrics", "--follow", "--interval", "1"],
+        env={**served.env, "GPULEDGER_METRICS_PORT": str(port)}, cwd=REPO,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        polls = 0.0
+        while polls < 2 and time.monotonic() < deadline:
+            time.sleep(1)
+            try:
+                text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+            except requests.ConnectionError:
+                continue
+            polls = _values(text).get('gpuledger_collector_polls_total{collector="dcgm"}', 0.0)
+        assert polls >= 2
+        assert 'gpuledger_collector_poll_errors_total{collector="dcgm"}' not in text or \
+            _values(text)['gpuledger_collector_poll_errors_total{collector="dcgm"}'] == 0
+    finally:
+        collector.terminate()
+        collector.wait(timeout=30)
+        exporter.shutdown()
+        exporter.server_close()
 
 
 def test_a_stalled_pipeline_shows_in_metrics_and_readiness(served: Served) -> None:

@@ -22,6 +22,7 @@ import asyncio
 import ctypes
 import functools
 import logging
+import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -166,6 +167,9 @@ def create_app(settings: Settings) -> faust.App:
             if report.facts:
                 release_free_memory()
         except Exception as exc:  # facts are idempotent: the step is tried again, later each time
+            if is_schema_error(exc):
+                stop_loudly(f"attribution step failed: {describe(exc)}; run `gpuledger migrate` or fix the "
+                            "warehouse user's grants")
             metrics.STEP_FAILURES.inc()
             delay = backoff.failed()
             if is_transient(exc):
@@ -182,6 +186,17 @@ def create_app(settings: Settings) -> faust.App:
             log.info("attributed %d windows on %d nodes (%d facts)", report.windows, report.nodes, report.facts)
 
     return app
+
+
+EXIT_WAREHOUSE_MISMATCH = 70  # EX_SOFTWARE: an operator has to act before the worker can run
+
+
+def stop_loudly(reason: str) -> None:
+    """End the worker at once with a CRITICAL line: its unacknowledged batch is consumed again by
+    the next worker (nothing is lost), and a supervisor sees a failed process, not a quiet one."""
+    log.critical("%s: stopping the worker", reason)
+    logging.shutdown()
+    os._exit(EXIT_WAREHOUSE_MISMATCH)
 
 
 class WarehouseMismatch(RuntimeError):
@@ -236,9 +251,7 @@ def _register_sink(app: faust.App, logical: str, physical: str, run: Any, write:
             try:
                 await _write_durably(run, write, messages, logical, dead_letter)
             except WarehouseMismatch as exc:
-                log.critical("%s: stopping the worker", exc)
-                await app.crash(exc)
-                return
+                stop_loudly(str(exc))
 
     sink.__name__ = f"sink_{logical.replace('.', '_')}"
     app.agent(topic, name=f"gpuledger.sink.{logical}")(sink)

@@ -59,3 +59,11 @@ def parse_window(text: str, now: datetime | None = None) -> tuple[datetime, date
             raise BadWindow(f"window {text!r} is not a calendar day") from None
         return start, start + timedelta(days=1)
     raise BadWindow(f"window {text!r} is not one of: {WINDOW_HELP}")
+
+
+def month_of(text: str, now: datetime | None = None) -> str:
+    """``YYYY-MM`` of a window that lies inside one calendar month (last-month, month-to-date, a month)."""
+    start, end = parse_window(text, now)
+    if end > next_month(start):
+        raise BadWindow(f"window {text!r} is not inside one calendar month")
+    return f"{start:%Y-%m}"

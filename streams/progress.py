@@ -89,8 +89,15 @@ def current_lag(settings: Settings, targets: dict[TopicPartition, int]) -> Lag:
         rebuilds = len(client.query(load_query("rollup_rebuilds_pending")).result_rows)
     finally:
         client.close()
-    pending = sum(1 for r in rows if (r[5] > 0 or r[7] is None or r[7] <= r[3]) and (r[0], r[1]) not in held)
+    pending = sum(1 for r in rows if waiting(tuple(r)) and (r[0], r[1]) not in held)
     return Lag(behind, pending, len(held), rebuilds)
+
+
+def waiting(row: tuple[Any, ...]) -> bool:
+    """An ``attribution_pending`` row whose input is not attributed yet: activity newer than its
+    last computation, or windows not closed past its newest event."""
+    _cluster, _node, _first, max_time, _seq, pending, _dirty, closed, _processed = row
+    return bool(pending) or closed is None or closed <= max_time
 
 
 def group_members(settings: Settings) -> int | None:

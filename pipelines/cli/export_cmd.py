@@ -18,7 +18,7 @@ import typer
 from pipelines.cli.main_errors import UsageFailure
 from pipelines.cli.report_cmd import Format, emit
 from pipelines.settings import get_settings
-from pipelines.windows import BadWindow, next_month, parse_window
+from pipelines.windows import BadWindow, month_of
 from sql.client import get_client
 
 export_app = typer.Typer(help="Exports for finance: monthly chargeback as FinOps FOCUS 1.2 files.",
@@ -42,12 +42,9 @@ def _period(text: str | None, window: str | None = None) -> str:
         raise UsageFailure("give --period YYYY-MM or --window (last-month, month-to-date, YYYY-MM)")
     if window is not None:
         try:
-            start, end = parse_window(window)
+            return month_of(window)
         except BadWindow as exc:
             raise UsageFailure(str(exc)) from None
-        if end > next_month(start):
-            raise UsageFailure(f"--window {window!r} is not inside one calendar month")
-        return f"{start:%Y-%m}"
     if not PERIOD.match(text or ""):
         raise UsageFailure(f"--period must be YYYY-MM, got {text!r}")
     return str(text)

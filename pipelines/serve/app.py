@@ -29,7 +29,7 @@ from pipelines.serve.health import readiness
 from pipelines.serve.metrics import PipelineCollector
 from pipelines.serve.tokens import Scope, Tokens
 from pipelines.settings import Settings
-from pipelines.windows import BadWindow, next_month, parse_window
+from pipelines.windows import BadWindow, month_of
 from sql.client import get_client
 from sql.values import plain
 
@@ -162,11 +162,7 @@ def _period(period: str | None, window: str | None) -> str:
     """A month from ``period=YYYY-MM`` or a window inside one month (last-month, month-to-date, 2026-11)."""
     if period is not None and window is not None:
         raise reports.BadRequest("give either period or window, not both")
-    text = period or window or "last-month"
     try:
-        start, end = parse_window(text)
+        return month_of(period or window or "last-month")
     except BadWindow as exc:
         raise reports.BadRequest(str(exc)) from None
-    if end > next_month(start):
-        raise reports.BadRequest(f"{text!r} is not inside one calendar month")
-    return f"{start:%Y-%m}"

@@ -9,6 +9,7 @@ from typing import Any
 from pipelines.settings import Settings
 from sql import load_query
 from sql.client import get_client
+from streams.progress import waiting
 
 
 def stalled_nodes(rows: list[tuple[Any, ...]], held: set[tuple[str, str]], stall_after_s: float,
@@ -18,9 +19,9 @@ def stalled_nodes(rows: list[tuple[Any, ...]], held: set[tuple[str, str]], stall
     reported as such, not as stalled."""
     now_ns = now_ns or time.time_ns()
     out = []
-    for cluster, node, _first, max_time, last_seq, pending, _dirty, closed, _processed in rows:
-        waiting = bool(pending) or closed is None or closed <= max_time
-        if waiting and (cluster, node) not in held and (now_ns - int(last_seq)) / 1e9 > stall_after_s:
+    for row in rows:
+        cluster, node, last_seq = row[0], row[1], row[4]
+        if waiting(row) and (cluster, node) not in held and (now_ns - int(last_seq)) / 1e9 > stall_after_s:
             out.append((str(cluster), str(node)))
     return out
 

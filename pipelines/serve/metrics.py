@@ -21,6 +21,7 @@ from pipelines.serve.health import stalled_nodes
 from pipelines.settings import Settings
 from sql import load_query
 from sql.client import get_client
+from streams.progress import waiting
 
 log = logging.getLogger(__name__)
 STALL_AFTER_S = 600.0
@@ -84,7 +85,7 @@ class PipelineCollector(Collector):
         stalled = stalled_nodes(pending, held_keys, self._stall_after_s)
         for name, doc, items in (
             ("gpuledger_attribution_pending_nodes", "Nodes with input not yet attributed",
-             [(str(r[0]), str(r[1])) for r in pending if r[5] or r[7] is None or r[7] <= r[3]]),
+             [(str(r[0]), str(r[1])) for r in pending if waiting(r)]),
             ("gpuledger_attribution_stalled_nodes",
              f"Nodes whose input has waited more than {self._stall_after_s:.0f} s for attribution", stalled),
             ("gpuledger_quarantined_nodes", "Nodes whose attribution stopped on their own input", sorted(held_keys)),

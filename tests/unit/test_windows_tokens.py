@@ -9,7 +9,7 @@ import pytest
 
 from pipelines import reports
 from pipelines.serve.tokens import BadTokens, Scope, Tokens, hashed_line
-from pipelines.windows import BadWindow, parse_window
+from pipelines.windows import BadWindow, month_of, parse_window
 
 NOW = datetime(2026, 12, 3, 6, 30, tzinfo=UTC)
 
@@ -40,6 +40,13 @@ def test_last_month_in_january_is_december() -> None:
 def test_bad_windows_name_the_forms(text: str) -> None:
     with pytest.raises(BadWindow):
         parse_window(text, NOW)
+
+
+def test_the_month_of_a_window() -> None:
+    assert [month_of(w, NOW) for w in ("last-month", "month-to-date", "2026-02", "2026-11-02")] == [
+        "2026-11", "2026-12", "2026-02", "2026-11"]
+    with pytest.raises(BadWindow, match="not inside one calendar month"):
+        month_of("7d", NOW)  # 26 Nov – 3 Dec
 
 
 def test_report_ranges_and_groupings() -> None:

@@ -38,4 +38,10 @@ if ! ls infra/kafka/lib/kafka_2.13-*.jar >/dev/null 2>&1; then
   echo "setup: fetching the Kafka broker jars with Maven"
   mvn -q -B -f infra/kafka/pom.xml dependency:copy-dependencies
 fi
+# Optional tool chains, each cached outside the clone (~/.cache/gpuledger) and skipped when current:
+# the chart's renderer and validator, the FOCUS validator, ...
+for step in scripts/setup.d/*.sh; do
+  [ -e "$step" ] || continue
+  bash "$step"
+done
 echo "setup: ready"

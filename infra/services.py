@@ -17,13 +17,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from clickhouse_connect.driver.client import Client
+from clickhouse_connect.driver.exceptions import DatabaseError
+
 from infra.errors import ServiceError
 from infra.kafka import broker
 from infra.process import Service, differences, read_pid, start, stop
 from pipelines.settings import Settings
 from sql import load_query
 from sql.client import get_client, server_client
-from sql.migrate import MigrationReport, migrate
+from sql.errors import describe
+from sql.migrate import MigrationReport, ensure_reader, migrate
 from streams import rollup
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -138,10 +142,25 @@ def apply_migrations(settings: Settings) -> MigrationReport:
             rollup.rebuild_stale(client, datetime(1970, 1, 1, tzinfo=UTC))
         elif ORG_SCOPE_MIGRATION in report.applied:  # hours built before org versions were per cluster
             rollup.rebuild_since(client, "", datetime(1970, 1, 1, tzinfo=UTC))
+        report.reader = _reader_account(admin, settings)
         return report
     finally:
         client.close()
         admin.close()
+
+
+def _reader_account(admin: Client, settings: Settings) -> str:
+    """Create or update the read-only account on a ClickHouse server (the embedded endpoint has it built in)."""
+    password = settings.clickhouse_reader_password.get_secret_value()
+    if not settings.clickhouse_url or not password:
+        return ""
+    user = settings.clickhouse_reader_user
+    try:
+        ensure_reader(admin, user, password, settings.clickhouse_database)
+    except DatabaseError as exc:
+        return (f"read-only account {user} not created ({describe(exc)}); an administrator applies "
+                "sql/access/reader.sql (the embedded endpoint needs none)")
+    return f"read-only account {user} ready (SELECT on {settings.clickhouse_database})"
 
 
 def down(settings: Settings, say: Say = _quiet) -> list[str]:

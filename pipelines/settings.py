@@ -68,6 +68,12 @@ class Settings(BaseSettings):
     clickhouse_user: str = Field(default="default", validation_alias=_alias("CLICKHOUSE_USER"))
     clickhouse_password: SecretStr = Field(default=SecretStr(""), validation_alias=_alias("CLICKHOUSE_PASSWORD"))
     clickhouse_database: str = Field(default="gpuledger", validation_alias=_alias("CLICKHOUSE_DATABASE"))
+    clickhouse_reader_user: str = Field(
+        default="gpuledger_reader", validation_alias=_alias("CLICKHOUSE_READER_USER"),
+        description="read-only account of Grafana and `gpuledger serve` (created by `gpuledger migrate`)",
+    )
+    clickhouse_reader_password: SecretStr = Field(
+        default=SecretStr(""), validation_alias=_alias("CLICKHOUSE_READER_PASSWORD"))
     clickhouse_host: str = Field(default="127.0.0.1", description="bind address of the embedded endpoint")
     clickhouse_port: int = 8123
 
@@ -166,6 +172,8 @@ class Settings(BaseSettings):
             "CLICKHOUSE_USER": self.clickhouse_user,
             "CLICKHOUSE_PASSWORD": self.clickhouse_password.get_secret_value(),
             "CLICKHOUSE_DATABASE": self.clickhouse_database,
+            "CLICKHOUSE_READER_USER": self.clickhouse_reader_user,
+            "CLICKHOUSE_READER_PASSWORD": self.clickhouse_reader_password.get_secret_value(),
             "GPULEDGER_TOPIC_PREFIX": self.topic_prefix,
             "GPULEDGER_HOME": str(self.home),
             "GPULEDGER_WINDOW_SECONDS": str(self.window_seconds),

@@ -15,15 +15,22 @@ from clickhouse_connect.driver.client import Client
 from pipelines.settings import Settings
 
 
-def get_client(settings: Settings, database: str | None = None, **kwargs: Any) -> Client:
-    """A client bound to ``database`` (default: the configured one, created by migrations)."""
+def get_client(settings: Settings, database: str | None = None, *, reader: bool = False, **kwargs: Any) -> Client:
+    """A client bound to ``database`` (default: the configured one, created by migrations).
+
+    ``reader``: as the read-only account (``CLICKHOUSE_READER_USER``/``_PASSWORD``) that Grafana and
+    ``gpuledger serve`` use; ``gpuledger migrate`` creates it (``sql/access/reader.sql``).
+    """
+    user, password = settings.clickhouse_user, settings.clickhouse_password
+    if reader:
+        user, password = settings.clickhouse_reader_user, settings.clickhouse_reader_password
     url = urlparse(settings.clickhouse_endpoint_url)
     secure = url.scheme == "https"
     port = url.port or (8443 if secure else 8123)
     return clickhouse_connect.get_client(
         host=url.hostname, port=port, secure=secure,
-        username=settings.clickhouse_user,
-        password=settings.clickhouse_password.get_secret_value(),
+        username=user,
+        password=password.get_secret_value(),
         database=database if database is not None else settings.clickhouse_database,
         connect_timeout=10, send_receive_timeout=300,
         **kwargs,

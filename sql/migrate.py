@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from clickhouse_connect.driver.client import Client
 
-from sql import ddl_files, split_statements
+from sql import SQL_DIR, ddl_files, split_statements
 
 MIGRATIONS_TABLE = """
 CREATE TABLE IF NOT EXISTS schema_migrations
@@ -33,6 +33,7 @@ class MigrationReport:
     applied: list[str]
     already: list[str]
     changed: list[str]
+    reader: str = ""  # what became of the read-only account (empty: not asked for)
 
 
 def migrate(admin: Client, client: Client, database: str) -> MigrationReport:
@@ -58,6 +59,24 @@ def migrate(admin: Client, client: Client, database: str) -> MigrationReport:
                       column_names=["version", "name", "checksum"])
         report.applied.append(path.name)
     return report
+
+
+def reader_statements(reader: str, password: str, database: str) -> list[str]:
+    """``sql/access/reader.sql`` with its placeholders replaced (quoted as identifiers and a literal)."""
+    text = (SQL_DIR / "access" / "reader.sql").read_text()
+    password_literal = "'" + password.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    text = text.replace("<reader>", _quoted(reader)).replace("<database>", _quoted(database))
+    return [statement.replace("<password>", password_literal) for statement in split_statements(text)]
+
+
+def ensure_reader(admin: Client, reader: str, password: str, database: str) -> None:
+    """Create or update the read-only account (raises the server's error when not allowed)."""
+    for statement in reader_statements(reader, password, database):
+        admin.command(statement)
+
+
+def _quoted(name: str) -> str:
+    return "`" + name.replace("\\", "\\\\").replace("`", "\\`") + "`"
 
 
 def _ident(name: str) -> str:

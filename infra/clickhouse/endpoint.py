@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from infra.clickhouse.engine import Engine
-from infra.clickhouse.protocol import Credentials
+from infra.clickhouse.protocol import READER_USER, Credentials
 from infra.clickhouse.server import start
 from pipelines.settings import get_settings
 
@@ -39,12 +39,16 @@ def serve(
     user: str = "default",
     password: str = "",
     *,
+    reader_user: str = READER_USER,
+    reader_password: str = "",
     stop: threading.Event | None = None,
 ) -> None:
     """Serve until SIGTERM/SIGINT (or until ``stop`` is set); port 0 picks a free port."""
     engine = Engine(Path(data_dir))
     try:
-        server, thread = start(engine, host, port, Credentials(user or "default", password))
+        server, thread = start(
+            engine, host, port, Credentials(user or "default", password, reader_user, reader_password)
+        )
     except BaseException:
         engine.close(wait_s=0.0)
         raise
@@ -102,7 +106,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         password = settings.clickhouse_password.get_secret_value()
     try:
-        serve(args.data, host, port, user, password)
+        serve(
+            args.data, host, port, user, password,
+            reader_user=settings.clickhouse_reader_user,
+            reader_password=settings.clickhouse_reader_password.get_secret_value(),
+        )
     except OSError as exc:
         print(f"cannot serve on {host}:{port}: {exc}", file=sys.stderr)
         return 1

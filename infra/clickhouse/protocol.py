@@ -106,15 +106,28 @@ def parse_params(pairs: Iterable[tuple[str, str]]) -> RequestParams:
     return out
 
 
+READER_USER = "gpuledger_reader"
+
+
 @dataclass(frozen=True)
 class Credentials:
-    """The one account of the endpoint; no password means no authentication."""
+    """The endpoint's accounts: the writer (no password: no authentication) and the read-only reader.
+
+    The reader runs every statement with ``readonly = 1``: SELECT only, no settings changes, no table
+    functions (``file()``, ``url()``), enforced by the engine itself. chdb has no access storage, so
+    this stands in for a ClickHouse server's ``readonly = 2`` user with ``GRANT SELECT ON <db>.*``
+    (``sql/access/reader.sql``). The reader signs in with its password, or without one while the
+    endpoint asks for no authentication at all.
+    """
 
     user: str = "default"
     password: str = ""
+    reader_user: str = READER_USER
+    reader_password: str = ""
 
     def __repr__(self) -> str:  # never show the secret
-        return f"Credentials(user={self.user!r}, password={'***' if self.password else ''!r})"
+        return (f"Credentials(user={self.user!r}, password={'***' if self.password else ''!r}, "
+                f"reader_user={self.reader_user!r}, reader_password={'***' if self.reader_password else ''!r})")
 
     @property
     def required(self) -> bool:
@@ -139,15 +152,27 @@ def presented_credentials(headers: Mapping[str, str], params: Mapping[str, str])
     return params.get("user") or "default", params.get("password", "")
 
 
-def authenticate(expected: Credentials, headers: Mapping[str, str], params: Mapping[str, str]) -> None:
-    """Raise AuthenticationFailed unless the request carries the expected user and password."""
-    if not expected.required:
-        return
+def authenticate(expected: Credentials, headers: Mapping[str, str], params: Mapping[str, str]) -> bool:
+    """Raise AuthenticationFailed unless the request carries an account's credentials.
+
+    Returns True for the read-only reader, False for the writer.
+    """
     user, password = presented_credentials(headers, params)
+    if expected.reader_user and hmac.compare_digest(user.encode(), expected.reader_user.encode()):
+        if expected.reader_password:
+            if hmac.compare_digest(password.encode(), expected.reader_password.encode()):
+                return True
+            raise AuthenticationFailed(user)
+        if not expected.required:
+            return True
+        raise AuthenticationFailed(user)  # a guarded endpoint without a reader password has no reader
+    if not expected.required:
+        return False
     user_ok = hmac.compare_digest(user.encode(), expected.user.encode())
     password_ok = hmac.compare_digest(password.encode(), expected.password.encode())
     if not (user_ok and password_ok):
         raise AuthenticationFailed(user)
+    return False
 
 
 _BAD_REQUEST = frozenset(

@@ -115,12 +115,12 @@ class QueryHandler(BaseHTTPRequestHandler):
         query_id = params.query_id or str(uuid.uuid4())
         try:
             headers = {name.lower(): value for name, value in self.headers.items()}
-            protocol.authenticate(self.server.credentials, headers, params.raw)
+            reader = protocol.authenticate(self.server.credentials, headers, params.raw)
             params = self._with_form_fields(params)
             if self.command == "GET" and params.query is None and url.path == "/":
                 self._reply(200, b"Ok.\n", {"Content-Type": "text/plain; charset=UTF-8"})
                 return
-            self._answer(params, query_id)
+            self._answer(params, query_id, reader)
         except ClickHouseError as exc:
             self._error(exc, query_id)
         except Exception as exc:  # the one place where anything unexpected becomes an HTTP answer
@@ -142,7 +142,7 @@ class QueryHandler(BaseHTTPRequestHandler):
         fields = payload.form_fields(ctype, bytes(body))
         return protocol.parse_params([*params.raw.items(), *fields])
 
-    def _answer(self, params: RequestParams, query_id: str) -> None:
+    def _answer(self, params: RequestParams, query_id: str, reader: bool = False) -> None:
         if params.compress or params.decompress:
             raise ClickHouseError(
                 NOT_IMPLEMENTED,
@@ -154,14 +154,16 @@ class QueryHandler(BaseHTTPRequestHandler):
         engine = self.server.engine
         started = time.monotonic()
         statement = payload.read_statement(params.query, self._body(), self.server.spool_dir)
+        settings = params.settings
+        if reader:  # a fresh handle each time, the query last under readonly = 1 (see Credentials)
+            settings = {k: v for k, v in settings.items() if k != "readonly"} | {"readonly": "1"}
         try:
             close = params.raw.get("close_session", "") in ("1", "true")
             with engine.handle(
-                params.session_id, params.session_timeout_s, params.session_check, close
+                None if reader else params.session_id, params.session_timeout_s,
+                params.session_check and not reader, close,
             ) as handle:
-                outcome = engine.run(
-                    handle, statement.sql, default_format, params.params, params.settings, database
-                )
+                outcome = engine.run(handle, statement.sql, default_format, params.params, settings, database)
         finally:
             statement.discard()
         result_format: str | None = None

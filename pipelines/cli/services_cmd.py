@@ -109,6 +109,8 @@ def migrate() -> None:
     console.print(f"applied {len(report.applied)}, already applied {len(report.already)}")
     for name in report.changed:
         console.print(f"[yellow]changed since applied:[/] {name}")
+    if report.reader:
+        console.print(report.reader)
 
 
 def stream(

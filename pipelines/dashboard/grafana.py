@@ -2,12 +2,22 @@
 plugin, built from the same SQL as ``gpuledger report`` and the HTML dashboard.
 
 Server-side parameters become Grafana macros and variables: ``{start:…}`` → ``$__fromTime``,
-``{end:…}`` → ``$__toTime``, ``{cluster:String}`` → ``'${cluster}'`` (a text box; empty = every
-cluster), ``{by:String}`` → ``'business_unit'`` or ``'team'``, ``{limit:UInt32}`` → ``50``.
+``{end:…}`` → ``$__toTime``, ``{by:String}`` → ``'business_unit'`` or ``'team'``, ``{limit:UInt32}``
+→ ``50``, and ``{cluster:String}`` → :data:`CLUSTER`, the ``cluster`` query variable (one cluster,
+or All = ``*``) as ClickHouse decodes it from its percent-encoded form.
+
+Why percent-encoding and not ``${cluster:sqlstring}``: Grafana's ``sqlstring`` doubles ``'`` but
+leaves ``\\`` alone, and ClickHouse reads ``\\'`` inside a literal as an escaped quote, so the value
+``\\' OR 1=1 --`` would end the literal and rewrite the query (``tests/integration/
+test_grafana_sql.py`` shows it does). ``${cluster:percentencode}`` leaves only ``A-Z a-z 0-9 - _ .
+~ %`` in the text, which cannot end a quoted literal; ``decodeURLComponent`` gives the value back.
+A viewer can set any value through the URL (``?var-cluster=…``), so this holds for every value,
+not just the ones the variable's query lists. Grafana should also connect as the read-only account
+(``CLICKHOUSE_READER_USER``, see ``sql/access/reader.sql``).
 
     python -m pipelines.dashboard.grafana > infra/grafana/gpuledger.json
 
-Panels use the datasource uid ``gpuledger-clickhouse`` (``infra/grafana/provisioning`` creates it).
+Panels use the ``datasource`` variable, so the dashboard imports into an existing Grafana.
 """
 
 from __future__ import annotations
@@ -20,13 +30,18 @@ from typing import Any
 from pipelines.dashboard.data import DAILY_COST, FABRIC, HOURLY_BU, UNIT_COST
 from sql import load_query
 
-DATASOURCE = {"type": "grafana-clickhouse-datasource", "uid": "gpuledger-clickhouse"}  # provisioned uid
+PLUGIN = "grafana-clickhouse-datasource"
+DATASOURCE = {"type": PLUGIN, "uid": "${datasource}"}
+_SELECTED = "decodeURLComponent('${cluster:percentencode}')"
+CLUSTER = f"if({_SELECTED} = '*', '', {_SELECTED})"  # '' = every cluster, as in the report queries
+ALL_CLUSTERS = "*"
+CLUSTERS_QUERY = "SELECT DISTINCT cluster FROM node_activity_summary ORDER BY cluster"
 PARAMS = [
     (re.compile(r"\{start:DateTime64\(3, 'UTC'\)\}"), "$__fromTime"),
     (re.compile(r"\{end:DateTime64\(3, 'UTC'\)\}"), "$__toTime"),
-    (re.compile(r"\{cluster:String\}"), "'${cluster}'"),
     (re.compile(r"\{limit:UInt32\}"), "50"),
 ]
+_ANY_CLUSTER = "({cluster:String} = '' OR cluster = {cluster:String})"
 # (title, sql, {by}, panel type, width)
 PANELS: list[tuple[str, str, str, str, int]] = [
     ("Allocated GPU-hours per hour by business unit", HOURLY_BU, "", "timeseries", 24),
@@ -49,15 +64,16 @@ def _literal(text: str) -> str:
 
 
 def grafana_sql(sql: str, by: str = "") -> str:
-    """A named query with its parameters replaced by Grafana macros (comments dropped)."""
+    """A named query with its parameters replaced by Grafana macros and variables (comments dropped)."""
     text = "\n".join(line for line in sql.splitlines() if not line.lstrip().startswith("--")).strip()
     for pattern, macro in PARAMS:
         text = pattern.sub(_literal(macro), text)
     text = text.replace("{by:String}", f"'{by}'")
-    if "{" in re.sub(r"\$\{cluster\}", "", text):
+    text = text.replace(_ANY_CLUSTER, "\0").replace("cluster = {cluster:String}", "\0")
+    text = text.replace("\0", _ANY_CLUSTER).replace("{cluster:String}", CLUSTER)
+    if "{" in text.replace("${cluster:percentencode}", ""):
         raise ValueError(f"a parameter has no Grafana equivalent in: {text[:80]}")
-    return text.replace("cluster = '${cluster}'", "('${cluster}' = '' OR cluster = '${cluster}')") \
-        if "'${cluster}' = ''" not in text else text
+    return text
 
 
 def panel(index: int, title: str, sql: str, by: str, kind: str, width: int, y: int, x: int) -> dict[str, Any]:
@@ -81,8 +97,14 @@ def dashboard() -> dict[str, Any]:
     return {
         "title": "gpuledger — GPU cost and utilisation", "uid": "gpuledger", "schemaVersion": 39,
         "time": {"from": "now-30d", "to": "now"}, "timezone": "utc", "editable": True,
-        "templating": {"list": [{"name": "cluster", "label": "cluster (empty: all)", "type": "textbox",
-                                 "query": "", "current": {"text": "", "value": ""}}]},
+        "templating": {"list": [
+            {"name": "datasource", "label": "ClickHouse", "type": "datasource", "query": PLUGIN,
+             "current": {}, "hide": 0},
+            {"name": "cluster", "label": "cluster", "type": "query", "datasource": DATASOURCE,
+             "query": CLUSTERS_QUERY, "definition": CLUSTERS_QUERY, "refresh": 1, "sort": 1,
+             "includeAll": True, "allValue": ALL_CLUSTERS, "multi": False,
+             "current": {"text": "All", "value": "$__all"}},
+        ]},
         "panels": panels,
     }
 

@@ -60,7 +60,7 @@ def create_app(settings: Settings, tokens: Tokens, max_days: float = 400.0,
 
     @contextmanager
     def warehouse() -> Iterator[Client]:
-        client = get_client(settings)
+        client = get_client(settings, reader=True)
         try:
             yield client
         finally:

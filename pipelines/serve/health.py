@@ -40,7 +40,7 @@ def readiness(settings: Settings, stall_after_s: float) -> tuple[bool, dict[str,
         if behind and not checks["stream_workers_active"]:
             checks["reason"] = f"{behind} messages wait and no stream worker consumes them"
     if checks["clickhouse"]:
-        client = get_client(settings)
+        client = get_client(settings, reader=True)
         try:
             rows = [tuple(r) for r in client.query(load_query("attribution_pending")).result_rows]
             held = {(str(c), str(n)) for c, n, *_ in client.query(load_query("attribution_quarantine")).result_rows}

@@ -64,7 +64,7 @@ class PipelineCollector(Collector):
                                     "1 when stream workers are members of the consumer group, else 0", value=members)
 
     def _warehouse(self) -> Iterator[Any]:
-        client = get_client(self._settings)
+        client = get_client(self._settings, reader=True)
         try:
             pending = [tuple(r) for r in client.query(load_query("attribution_pending")).result_rows]
             held = [tuple(r) for r in client.query(load_query("attribution_quarantine")).result_rows]

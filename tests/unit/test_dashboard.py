@@ -143,10 +143,11 @@ def test_grafana_panels_use_macros_not_parameters(title: str) -> None:
     board = grafana.dashboard()
     target = next(p for p in board["panels"] if p["title"] == title)["targets"][0]
     sql = target["rawSql"]
-    assert "{" not in sql.replace("${cluster}", "") and "--" not in sql
+    assert "{" not in sql.replace("${cluster:percentencode}", "") and "--" not in sql
     assert ("$__fromTime" in sql) == ("UNIT_COST" not in title and "unit cost" not in title)
-    assert "'${cluster}' = ''" in sql
-    assert target["datasource"]["type"] == "grafana-clickhouse-datasource"
+    assert f"({grafana.CLUSTER} = '' OR cluster = {grafana.CLUSTER})" in sql
+    assert "'${cluster}'" not in sql and "sqlstring" not in sql
+    assert target["datasource"] == {"type": "grafana-clickhouse-datasource", "uid": "${datasource}"}
 
 
 def test_grafana_json_in_infra_is_current() -> None:

@@ -16,14 +16,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
-
-from clickhouse_connect.driver.client import Client
+from typing import TYPE_CHECKING, Any
 
 from pipelines.cli.main_errors import UsageFailure
 from pipelines.windows import BadWindow, parse_window
 from sql import load_query
 from sql.values import plain
+
+if TYPE_CHECKING:
+    from clickhouse_connect.driver.client import Client
 
 KEY_SEPARATOR = "\x1f"  # between the values of several dimensions in a key (sql: '\x1F')
 DIMENSIONS = ("team", "business_unit", "namespace", "account", "model", "job", "node", "gpu_model",

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything gpuledger needs on a fresh Debian machine, idempotently and quickly the
 # second time: Debian packages (Java 17, Maven, Prometheus, Chromium), the virtualenv at .venv with the
-# project and its dev tools, and the Kafka broker jars from Maven Central (infra/kafka/lib).
+# project (every extra) and its dev tools at the versions of requirements.lock, the Kafka broker jars
+# from Maven Central (infra/kafka/lib), then the optional tool chains of scripts/setup.d.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,11 +27,11 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 stamp=.venv/.gpuledger-deps
-want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+want="$(cat pyproject.toml requirements.lock | sha256sum | cut -d' ' -f1)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-  echo "setup: installing Python packages into .venv"
+  echo "setup: installing Python packages into .venv (every role: .[all,dev], versions from requirements.lock)"
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e '.[dev]'
+  .venv/bin/python -m pip install -q -c requirements.lock -e '.[all,dev]'
   echo "$want" > "$stamp"
 fi
 

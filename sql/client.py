@@ -6,13 +6,13 @@ server or cloud service (``CLICKHOUSE_URL``, user and password from the environm
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
-import clickhouse_connect
-from clickhouse_connect.driver.client import Client
-
 from pipelines.settings import Settings
+
+if TYPE_CHECKING:  # clickhouse-connect is an extra: a collector-only install imports this module too
+    from clickhouse_connect.driver.client import Client
 
 
 def get_client(settings: Settings, database: str | None = None, *, reader: bool = False, **kwargs: Any) -> Client:
@@ -24,6 +24,8 @@ def get_client(settings: Settings, database: str | None = None, *, reader: bool 
     user, password = settings.clickhouse_user, settings.clickhouse_password
     if reader:
         user, password = settings.clickhouse_reader_user, settings.clickhouse_reader_password
+    import clickhouse_connect
+
     url = urlparse(settings.clickhouse_endpoint_url)
     secure = url.scheme == "https"
     port = url.port or (8443 if secure else 8123)

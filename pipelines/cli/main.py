@@ -67,6 +67,21 @@ class KafkaAuthFailures(logging.Handler):
             self.last = " ".join(reason.split(" (backoff", 1)[0].split())[:300]
 
 
+# an import a command needs -> the extra that brings it (pyproject.toml [project.optional-dependencies])
+EXTRAS = {"clickhouse_connect": "stream, serve or dagster", "chdb": "warehouse", "faust": "stream",
+          "dagster": "dagster", "dagster_webserver": "dagster", "fastapi": "serve", "uvicorn": "serve",
+          "pyarrow": "serve", "prometheus_api_client": "collect", "kubernetes": "collect", "grpc": "collect"}
+
+
+def missing_extra(exc: ModuleNotFoundError) -> str | None:
+    """One line naming the extra to install, for a command run where its role was not installed."""
+    top = (exc.name or "").split(".")[0]
+    if top not in EXTRAS:
+        return None
+    return (f"this command needs the Python package {top!r}, which this install lacks: "
+            f"pip install 'gpuledger[{EXTRAS[top].split(',')[0].split()[0]}]' (extras that bring it: {EXTRAS[top]})")
+
+
 def main() -> None:
     auth = KafkaAuthFailures()
     logging.getLogger("kafka").addHandler(auth)
@@ -92,6 +107,8 @@ def main() -> None:
             raise
         code = 2 if isinstance(exc, UsageFailure) or type(exc).__name__ == "NotThisFormat" else 1
         message = " ".join(str(exc).split()) or type(exc).__name__
+        if isinstance(exc, ModuleNotFoundError):
+            message = missing_extra(exc) or message
         if auth.last is not None:
             message = (f"Kafka authentication failed ({auth.last}): check KAFKA_SASL_USERNAME, KAFKA_SASL_PASSWORD "
                        "and KAFKA_SASL_MECHANISM")

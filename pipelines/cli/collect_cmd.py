@@ -270,6 +270,12 @@ def collect_kubernetes(
     selector: Annotated[str | None, typer.Option(help="label selector, e.g. 'team=llm'")] = None,
     pod_resources: Annotated[Path | None, typer.Option(help="kubelet PodResources List() JSON naming each "
                                                        "container's GPU device ids (re-read when it changes)")] = None,
+    pod_resources_socket: Annotated[Path | None, typer.Option(
+        help="the kubelet's PodResources gRPC socket (e.g. /var/lib/kubelet/pod-resources/kubelet.sock): ask it "
+        "which GPUs each container holds; needs --node-name")] = None,
+    node_name: Annotated[str | None, typer.Option(
+        help="only the pods bound to this node and this Node (one collector per node, e.g. a DaemonSet "
+        "with NODE_NAME from spec.nodeName)")] = None,
     replicas: Annotated[int | None, typer.Option(min=1, help="time-slicing replicas per GPU for "
                                                  "nvidia.com/gpu.shared pods that do not say")] = None,
     workload_kind: Annotated[str | None, typer.Option(help="workload kind of pods without a kind label")] = None,
@@ -282,18 +288,31 @@ def collect_kubernetes(
     max_failures: MaxFailuresOpt = 5, fmt: FormatOpt = SummaryFormat.table, state_file: StateFileOpt = None,
 ) -> None:
     """Pod allocations (scheduler.allocations): list the pods, then with --follow watch them."""
+    _check_kubernetes_devices(pod_resources, pod_resources_socket, node_name)
     api = k8s_collector.core_api(kubeconfig=kubeconfig, context=context, in_cluster=in_cluster)
+    # one cursor per node: per-node collectors sharing a GPULEDGER_HOME must not share a state file
+    name = f"kubernetes-{node_name}" if node_name else "kubernetes"
     try:
         collector = k8s_collector.PodWatcher(
             api, cluster=_cluster(cluster), namespace=namespace, label_selector=selector,
             watch_timeout_s=max(1, round(interval)), replicas=replicas, workload_kind=workload_kind,
-            pod_resources=pod_resources, nodes=nodes,
-            state_file=_state_path(state_file, "kubernetes", cluster, follow and not dry_run),
+            pod_resources=pod_resources, pod_resources_socket=pod_resources_socket, node_name=node_name,
+            nodes=nodes, state_file=_state_path(state_file, name, cluster, follow and not dry_run),
         )
     except ValueError as exc:
         raise UsageFailure(str(exc)) from None
     report(execute(collector, "kubernetes", follow=follow, once=once or not follow, interval=interval, dry_run=dry_run,
                    max_failures=max_failures), fmt, dry_run)
+
+
+def _check_kubernetes_devices(file: Path | None, socket: Path | None, node_name: str | None) -> None:
+    if file is not None and socket is not None:
+        raise UsageFailure("give either --pod-resources FILE or --pod-resources-socket PATH, not both")
+    if node_name is not None and (not node_name.strip() or "$(" in node_name):
+        # Kubernetes leaves "$(NODE_NAME)" as it is when the container has no such variable
+        raise UsageFailure(f"--node-name {node_name!r} is not a node name (is NODE_NAME set from spec.nodeName?)")
+    if socket is not None and node_name is None:
+        raise UsageFailure("--pod-resources-socket needs --node-name: a kubelet knows only its own node's pods")
 
 
 @collect_app.command("slurm")

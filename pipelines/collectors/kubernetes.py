@@ -34,10 +34,19 @@ Events already received when the connection breaks are still handed on (the reso
 moved past them); a failure before any event is ``SourceUnavailable`` and the same watch is
 retried at the next poll.
 
-Which GPUs a pod holds: the pod annotation ``gpuledger.io/devices`` (see
-:mod:`pipelines.parsers.kubernetes_pod`), or a kubelet PodResources ``List()`` dump given as
-``pod_resources`` (a JSON file, re-read when it changes). Querying each kubelet's PodResources
-gRPC socket live is out of scope: run a node agent that writes that file.
+Which GPUs a pod holds: the kubelet's PodResources API, asked live over its gRPC socket
+(``pod_resources_socket``) or read from a ``List()`` dump (``pod_resources``, a JSON file re-read
+when it changes), else the pod annotation ``gpuledger.io/devices`` (see
+:mod:`pipelines.parsers.kubernetes_pod`). The device source is read at every poll and again
+before a placed GPU pod it does not name is fed to the tracker
+(:mod:`pipelines.collectors.podresources.lookup`). When it cannot answer, the poll stops there
+(``SourceUnavailable``, retried): a watch keeps what it already handed on and resumes at the event
+that needed the devices, so no placement goes out without the ids the kubelet would have named.
+
+Per node (``node_name``): only the pods bound to that node (``fieldSelector=spec.nodeName=…``) and
+only that Node (``fieldSelector=metadata.name=…``), as a DaemonSet runs it beside each kubelet. The
+instances of all nodes together publish what one cluster-wide collector publishes, each event once,
+except the pending events of pods never bound to any node (no node's collector sees them).
 
 The API object is injected (``api``): anything with ``list_pod_for_all_namespaces`` /
 ``list_namespaced_pod`` of ``kubernetes.client.CoreV1Api``. :func:`core_api` builds the real one
@@ -59,10 +68,11 @@ from urllib3.exceptions import HTTPError
 
 from pipelines.collectors.base import Batch
 from pipelines.collectors.kubernetes_nodes import NodeStates
+from pipelines.collectors.podresources import DeviceSource, PodResourcesFile
+from pipelines.collectors.podresources.lookup import DeviceLookup
 from pipelines.collectors.state import StateFile
 from pipelines.errors import SourceUnavailable
 from pipelines.parsers.base import ParseResult
-from pipelines.parsers.kubernetes import parse_pod_resources
 from pipelines.parsers.kubernetes_pod import read_pod
 from pipelines.parsers.kubernetes_tracker import SOURCE, PodTracker
 from pipelines.parsers.sched_events import RECORD_ERRORS
@@ -101,22 +111,28 @@ class PodWatcher:
                  label_selector: str | None = None, watch_timeout_s: int = 30, page_size: int = 500,
                  replicas: int | None = None, workload_kind: str | None = None,
                  pod_resources: Path | None = None, clock: Callable[[], float] = time.time,
-                 state_file: Path | None = None, nodes: bool = False) -> None:
+                 state_file: Path | None = None, nodes: bool = False, node_name: str | None = None,
+                 pod_resources_socket: Path | None = None) -> None:
         if watch_timeout_s < 1:
             raise ValueError("watch_timeout_s must be at least 1 second")
+        if pod_resources is not None and pod_resources_socket is not None:
+            raise ValueError("give either a PodResources file or the kubelet's PodResources socket, not both")
+        if node_name is not None and not node_name.strip():
+            raise ValueError("the node name is empty")
         self.api = api
         self.tracker = PodTracker(cluster=cluster, replicas=replicas, workload_kind=workload_kind)
         self.namespace = namespace
         self.label_selector = label_selector
         self.watch_timeout_s = int(watch_timeout_s)
         self.page_size = page_size
-        self.pod_resources = pod_resources
+        self.node_name = node_name
         self.resource_version: str | None = None
         self._clock = clock
         self._known: dict[str, dict[str, Any]] = {}  # "<ns>/<name>" -> last object of each GPU pod
-        self._devices_mtime: float | None = None
+        self.devices = _device_lookup(pod_resources, pod_resources_socket, self.tracker, node_name,
+                                      followed=lambda: {tuple(key.split("/", 1)) for key in self._known})
         self._confirmed: datetime | None = None  # the last successful poll: known pods existed then
-        self.nodes = NodeStates(cluster) if nodes else None
+        self.nodes = NodeStates(cluster, node=node_name) if nodes else None
         self._state = StateFile(state_file)
         saved = self._state.load()
         if saved:
@@ -126,17 +142,21 @@ class PodWatcher:
                 self.nodes.passed_on.update(saved.get("node_states") or {})
             if saved.get("confirmed_at"):
                 self._confirmed = datetime.fromisoformat(saved["confirmed_at"])
+            if self.devices is not None:
+                self.devices.import_state(saved.get("devices"))
 
     # --------------------------------------------------------------------------------------
     def poll(self) -> Batch:
-        self._load_devices()
+        if self.devices is not None:
+            self.devices.refresh()
         batch = self._relist() if self.resource_version is None else self._watch()
         self._confirmed = self._now()
         if self.nodes is not None:
             self.nodes.poll(self.api, self._confirmed, batch)
         saved = {"known": dict(self._known), "tracker": self.tracker.export_state(),
                  "confirmed_at": self._confirmed.isoformat(),
-                 "node_states": dict(self.nodes.passed_on) if self.nodes else {}}
+                 "node_states": dict(self.nodes.passed_on) if self.nodes else {},
+                 "devices": self.devices.export_state() if self.devices else []}
         batch.commit = lambda: self._state.save(saved)
         return batch
 
@@ -147,11 +167,18 @@ class PodWatcher:
         return result
 
     def _selector(self) -> dict[str, Any]:
-        return {"label_selector": self.label_selector} if self.label_selector else {}
+        selector: dict[str, Any] = {"label_selector": self.label_selector} if self.label_selector else {}
+        if self.node_name:
+            selector["field_selector"] = f"spec.nodeName={self.node_name}"
+        return selector
 
     # --------------------------------------------------------------------------------------
     def _relist(self) -> Batch:
         items, version = self._list_all()
+        if self.devices is not None:  # before anything changes: a failed read leaves the next poll to re-list
+            received = self.devices.received()
+            for pod in items:
+                self.devices.ensure(pod, received)
         observed = self._now()
         result = ParseResult()
         present = {_key(pod): _meta(pod).get("uid") for pod in items}
@@ -212,8 +239,8 @@ class PodWatcher:
                 for event in _events(response):
                     if event.get("type") == "ERROR":
                         raise _error_status(event.get("object"))
-                    received += 1
                     self._apply(event, result)
+                    received += 1
             finally:  # close first: a stream left half-read must not go back to the pool
                 response.close()
                 response.release_conn()
@@ -224,6 +251,10 @@ class PodWatcher:
             return self._broken(result, received, f"watch failed: HTTP {exc.status} {exc.reason}")
         except (HTTPError, OSError, ValueError) as exc:  # the connection or the stream broke
             return self._broken(result, received, f"watch broke: {_one_line(exc)}")
+        except SourceUnavailable as exc:  # the device source, for the event not applied: it comes again
+            if received == 0:
+                raise
+            return Batch(result, warnings=[str(exc)], note=f"{received} events, then the device ids failed")
         return Batch(result, more=True, note=f"watched from resourceVersion {start_version}: {received} events")
 
     def _broken(self, result: ParseResult, received: int, why: str) -> Batch:
@@ -236,6 +267,8 @@ class PodWatcher:
             result.extend(self.tracker.feed(event))  # dead-letters it
             return
         obj = event.get("object")
+        if self.devices is not None and event.get("type") in ("ADDED", "MODIFIED"):
+            self.devices.ensure(obj, self.devices.received())  # may raise: the event stays unapplied
         meta = obj.get("metadata") if isinstance(obj, dict) else None
         if isinstance(meta, dict) and meta.get("resourceVersion"):
             self.resource_version = str(meta["resourceVersion"])
@@ -257,26 +290,30 @@ class PodWatcher:
         if holds_gpu:
             self._known[key] = pod
 
-    def _load_devices(self) -> None:
-        if self.pod_resources is None:
-            return
-        try:
-            mtime = self.pod_resources.stat().st_mtime
-            if mtime == self._devices_mtime:
-                return
-            self.tracker.set_devices(parse_pod_resources(self.pod_resources.read_bytes()))
-        except OSError as exc:
-            raise SourceUnavailable(f"PodResources file {self.pod_resources}: {exc.strerror}") from None
-        self._devices_mtime = mtime
-
     def _now(self) -> datetime:
         return datetime.fromtimestamp(self._clock(), UTC)
 
     def close(self) -> None:
+        if self.devices is not None:
+            self.devices.close()
         api_client = getattr(self.api, "api_client", None)
         close = getattr(api_client, "close", None)
         if callable(close):
             close()
+
+
+def _device_lookup(file: Path | None, socket: Path | None, tracker: PodTracker, node: str | None,
+                   followed: Callable[[], Any]) -> DeviceLookup | None:
+    source: DeviceSource
+    if socket is not None:
+        from pipelines.collectors.podresources.client import PodResourcesSocket  # grpcio: the collect extra
+
+        source = PodResourcesSocket(socket)
+    elif file is not None:
+        source = PodResourcesFile(file)
+    else:
+        return None
+    return DeviceLookup(source, tracker, node=node, followed=followed)
 
 
 def _meta(pod: dict[str, Any]) -> dict[str, Any]:

@@ -21,8 +21,9 @@ from pipelines.parsers.sched_events import add_record_events
 
 
 class NodeStates:
-    def __init__(self, cluster: str) -> None:
+    def __init__(self, cluster: str, *, node: str | None = None) -> None:
         self.cluster = cluster
+        self.node = node  # only this node (a per-node collector)
         self.passed_on: dict[str, list[Any]] = {}  # node -> [state, reason, gpus] last passed on
 
     def poll(self, api: Any, observed: datetime, batch: Batch) -> None:
@@ -30,7 +31,8 @@ class NodeStates:
         from kubernetes.client.exceptions import ApiException
 
         try:
-            response = api.list_node(_preload_content=False, _request_timeout=60)
+            selector = {"field_selector": f"metadata.name={self.node}"} if self.node else {}
+            response = api.list_node(_preload_content=False, _request_timeout=60, **selector)
             doc = orjson.loads(response.data)
         except ApiException as exc:
             batch.warnings.append(f"listing nodes failed: HTTP {exc.status} {exc.reason} (node states skipped)")

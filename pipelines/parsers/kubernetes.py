@@ -33,7 +33,7 @@ any time on it).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Container, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -41,7 +41,7 @@ import orjson
 
 from pipelines.parsers.base import NotThisFormat, ParseResult
 from pipelines.parsers.kubernetes_nodes import is_node, node_state
-from pipelines.parsers.kubernetes_tracker import SOURCE, TOPIC, WATCH_TYPES, PodTracker
+from pipelines.parsers.kubernetes_tracker import SOURCE, TOPIC, WATCH_TYPES, DeviceMap, PodTracker
 from pipelines.parsers.sched_events import (
     add_record_events,
     as_dict,
@@ -126,6 +126,21 @@ def parse_pod_resources(obj: Any) -> dict[tuple[str, str, str], list[str]]:
                 key = (str(pod.get("namespace") or "default"), pod["name"], container["name"])
                 devices.setdefault(key, []).extend(ids)
     return devices
+
+
+def merge_pod_resources(known: DeviceMap, answer: DeviceMap,
+                        keep: Container[tuple[str, str]]) -> dict[tuple[str, str, str], list[str]]:
+    """A newer PodResources answer merged into what was known (pure).
+
+    A pod the answer names gets exactly the ids it names (a container it no longer lists is
+    dropped); a pod it does not name keeps its known ids while ``(namespace, pod)`` is in ``keep``
+    (the collector still follows it: the kubelet forgets a finished pod before its end is
+    published, and that end names the GPUs it held); anything else is forgotten.
+    """
+    named = {(namespace, pod) for namespace, pod, _ in answer}
+    merged = {key: list(ids) for key, ids in known.items() if key[:2] not in named and key[:2] in keep}
+    merged.update((key, list(ids)) for key, ids in answer.items())
+    return merged
 
 
 def _container_device_ids(container: Any) -> list[str]:
@@ -238,4 +253,4 @@ def _creation(pod: dict[str, Any]) -> tuple[datetime, str]:
     return created, str(meta.get("name"))
 
 
-__all__ = ["PodTracker", "parse", "parse_pod_resources"]
+__all__ = ["PodTracker", "merge_pod_resources", "parse", "parse_pod_resources"]

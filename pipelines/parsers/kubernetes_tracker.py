@@ -117,6 +117,17 @@ class PodTracker:
         """Device ids per (namespace, pod, container), e.g. from ``parse_pod_resources``."""
         self._devices = {key: list(ids) for key, ids in devices.items()}
 
+    def lacks_devices(self, pod: Any, *, node: str | None = None) -> bool:
+        """Whether ``pod`` is placed (on ``node``, when given) and holds GPUs in a container the
+        device map does not name: a device source asked before the pod was admitted."""
+        try:
+            view = read_pod(pod, replicas=self.replicas) if isinstance(pod, dict) else None
+        except RECORD_ERRORS:
+            return False  # it will be a dead letter, with or without devices
+        if view is None or view.start is None or view.node is None or node not in (None, view.node):
+            return False
+        return any((view.namespace, view.name, c.name) not in self._devices for c in view.containers)
+
     def feed(self, event: Any, *, observed_at: datetime | None = None, raw: str | None = None,
              origin: str | None = None) -> ParseResult:
         """One watch event ``{"type": .., "object": ..}``."""

@@ -320,3 +320,24 @@ def test_the_collector_passes_on_node_states_that_changed(fake_api: tuple[FakeAp
     assert states[0] == ([("gpu001", "up"), ("gpu002", "up")], [])
     assert states[1] == ([("gpu002", "drained")], [])
     assert states[2][0] == [] and "listing nodes failed: HTTP 403" in states[2][1][0]
+
+
+@pytest.mark.parametrize("fake_api", [[
+    ("list", pod_list("100", A_RUNNING)), ("list", node_list(node("gpu001"))),
+    ("watch", [{"type": "ADDED", "object": pod("train-c", rv="110", created="2026-03-02T08:04:00Z",
+                                                started="2026-03-02T08:05:00Z", node="gpu001")}]),
+    ("list", node_list(node("gpu001", cordoned=True))),
+]], indirect=True)
+def test_a_per_node_collector_asks_only_for_its_node(fake_api: tuple[FakeApiServer, Any]) -> None:
+    server, api = fake_api
+    watcher = PodWatcher(api, cluster="c1", watch_timeout_s=5, clock=lambda: NOW.timestamp(), nodes=True,
+                         node_name="gpu001", label_selector="team=llm")
+    first, second = watcher.poll(), watcher.poll()
+    pods = [r for r in server.requests if r["path"] == ["/api/v1/pods"]]
+    nodes = [r for r in server.requests if r["path"] == ["/api/v1/nodes"]]
+    assert len(pods) == 2 and len(nodes) == 2
+    assert all(r["fieldSelector"] == ["spec.nodeName=gpu001"] and r["labelSelector"] == ["team=llm"] for r in pods)
+    assert all(r["fieldSelector"] == ["metadata.name=gpu001"] for r in nodes)
+    assert [e.data.state for e in second.result.events if e.type == "node.state"] == ["drained"]
+    assert {e.data.job_id for e in first.result.events + second.result.events if e.type == "allocation.running"} == {
+        "llm-train/train-a", "llm-train/train-c"}

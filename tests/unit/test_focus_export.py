@@ -81,6 +81,17 @@ def test_platform_remainder_row() -> None:
     assert "gpuledger/team" not in json.loads(row["Tags"])
 
 
+def test_no_invoice_carries_the_charges_so_invoice_id_is_null() -> None:
+    """FOCUS 1.2 InvoiceId: null when no invoice (issued or provisional) carries the charge. The
+    chargeback is internal: gpuledger issues no invoice document, so every row has a null InvoiceId
+    (the column stays, as the spec recommends) and the invoice issuer is still named."""
+    rows = [focus_row(line(), "USD", PERIOD, CFG), focus_row(network(), "USD", PERIOD, CFG),
+            focus_row(line(term="idle", business_unit=PLATFORM, team="", model="", basis="platform"), "USD",
+                      PERIOD, CFG)]
+    assert all(r["InvoiceId"] is None and r["InvoiceIssuerName"] == CFG.invoice_issuer_name for r in rows)
+    assert "InvoiceId" in HEADER and not check_rows(HEADER, rows)
+
+
 @pytest.mark.parametrize(("change", "problem"), [
     ({"BilledCost": None}, "BilledCost must not be null"),
     ({"ChargeCategory": "Refund"}, "ChargeCategory"),
@@ -99,6 +110,7 @@ def test_platform_remainder_row() -> None:
     ({"BillingCurrency": "usd"}, "ISO 4217"),
     ({"ContractedUnitPrice": "-2.1", "ContractedCost": "-51.45"}, "must not be negative"),
     ({"ChargePeriodEnd": "2026-02-01T00:00:00Z"}, "must be before"),
+    ({"InvoiceId": "c1-2026-03-research"}, "InvoiceId must be null"),
 ])
 def test_rules_catch_each_violation(change: dict[str, Any], problem: str) -> None:
     row = {**focus_row(line(), "USD", PERIOD, CFG), **change}

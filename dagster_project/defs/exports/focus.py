@@ -4,7 +4,8 @@ Every row is a ``Usage`` charge of one month (the billing and charge period), in
 currency; Billed, Effective, List and Contracted cost are the line's cents (internal prices have no
 discounts). The billing account is the cluster, the sub account the business unit; the platform's
 unshared remainder is the sub account ``__platform__``. Provider-defined tags carry the prefix
-``gpuledger/``.
+``gpuledger/``. No invoice, issued or provisional, carries these charges (the chargeback is internal
+and gpuledger issues no invoice document), so InvoiceId is null on every row, as FOCUS 1.2 requires.
 """
 
 from __future__ import annotations
@@ -92,7 +93,7 @@ def focus_row(line: dict[str, Any], currency: str, period: tuple[datetime, datet
         "PricingQuantity": dec(line["quantity"], 9), "PricingUnit": line["pricing_unit"],
         "ListUnitPrice": dec(line["unit_price"]), "ContractedUnitPrice": dec(line["unit_price"]),
         "PricingCategory": "Standard",
-        "InvoiceId": f"{cluster}-{period[0]:%Y-%m}-{bu}", "InvoiceIssuerName": cfg.invoice_issuer_name,
+        "InvoiceId": None, "InvoiceIssuerName": cfg.invoice_issuer_name,
         "ProviderName": cfg.provider_name, "PublisherName": cfg.provider_name,
         "ServiceName": service, "ServiceCategory": category, "ServiceSubcategory": subcategory,
         "SkuId": sku, "SkuMeter": meter, "SkuPriceId": f"{sku}@{ts(line['price_from'])}",

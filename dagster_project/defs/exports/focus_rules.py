@@ -101,6 +101,8 @@ def _conditions(i: int, row: dict[str, Any]) -> list[str]:
     if _null(row.get("CommitmentDiscountId")):
         p += [f"row {i}: {c} must be null without CommitmentDiscountId" for c in row
               if c.startswith("CommitmentDiscount") and not _null(row[c])]
+    if not _null(row.get("InvoiceId")):  # FOCUS 1.2 InvoiceId-C-004-C; no invoice carries gpuledger's charges
+        p.append(f"row {i}: InvoiceId must be null: no invoice, issued or provisional, carries the charge")
     if _null(row.get("CapacityReservationId")) and not _null(row.get("CapacityReservationStatus")):
         p.append(f"row {i}: CapacityReservationStatus must be null without CapacityReservationId")
     quantity = _decimal(row.get("PricingQuantity")) if not _null(row.get("PricingQuantity")) else None

@@ -4,7 +4,8 @@ Feature levels and nullability follow the 1.2 column requirements. The 21 Mandat
 always present; Recommended and Conditional ones are present where gpuledger has the concept
 (a price list with SKUs and unit prices, resources = GPU pools, sub accounts = business units,
 tags); commitment discounts and capacity reservations do not exist on an owned cluster, so their
-columns are present and null, as the spec requires for charges unrelated to them.
+columns are present and null, as the spec requires for charges unrelated to them. InvoiceId is
+present and null too: no invoice, issued or provisional, carries an internal chargeback.
 
 ``nullable`` is the column's "Allows nulls" attribute. Usage charges that are not corrections
 additionally need PricingQuantity, PricingUnit, ListUnitPrice, ContractedUnitPrice, SkuId,

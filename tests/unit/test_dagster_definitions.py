@@ -2,9 +2,21 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import tomllib
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
 import dagster as dg
+import pytest
 
 from dagster_project import defs
+from dagster_project.defs.common.late_data import stale
+from dagster_project.defs.common.partitions import daily_partitions, monthly_partitions
+from dagster_project.defs.usage.schedules import DAILY_ASSETS, MONTHLY_ASSETS
+
+REPO = Path(__file__).resolve().parents[2]
 
 DAILY = {"gpu_usage_daily", "queue_time_daily", "idle_waste_daily", "failure_waste_daily", "cost_allocation_daily",
          "fabric_health"}
@@ -70,14 +82,72 @@ def test_jobs_schedules_and_resources_follow_the_naming() -> None:
     assert {k.to_user_string() for k in daily.asset_layer.executable_asset_keys} == DAILY
 
 
+# Dagster's partitioned schedule calls its own deprecated ``run_request_for_partition`` (1.13)
+@pytest.mark.filterwarnings("ignore:Function `JobDefinition.run_request_for_partition`:DeprecationWarning")
 def test_schedules_request_the_period_that_just_closed() -> None:
-    from datetime import UTC, datetime
+    daily = defs.resolve_schedule_def("daily_assets_schedule")
+    monthly = defs.resolve_schedule_def("monthly_assets_schedule")
+    assert (daily.cron_schedule, daily.execution_timezone) == ("0 2 * * *", "UTC")
+    assert (monthly.cron_schedule, monthly.execution_timezone) == ("0 4 2 * *", "UTC")
+    for schedule, tick, key in ((daily, datetime(2026, 3, 1, 2, tzinfo=UTC), "2026-02-28"),
+                                (monthly, datetime(2026, 3, 2, 4, tzinfo=UTC), "2026-02-01")):
+        with dg.build_schedule_context(scheduled_execution_time=tick, repository_def=defs.get_repository_def()) as ctx:
+            [request] = schedule.evaluate_tick(ctx).run_requests or []
+        assert (request.partition_key, request.run_key) == (key, key), schedule.name
 
-    by_name = {s.name: s for s in defs.schedules or [] if isinstance(s, dg.ScheduleDefinition)}
-    daily, monthly = by_name["daily_assets_schedule"], by_name["monthly_assets_schedule"]
-    with dg.build_schedule_context(scheduled_execution_time=datetime(2026, 3, 1, 2, tzinfo=UTC),
-                                   repository_def=defs.get_repository_def()) as ctx:
-        assert daily.evaluate_tick(ctx).run_requests[0].partition_key == "2026-02-28"  # type: ignore[index]
-    with dg.build_schedule_context(scheduled_execution_time=datetime(2026, 3, 2, 4, tzinfo=UTC),
-                                   repository_def=defs.get_repository_def()) as ctx:
-        assert monthly.evaluate_tick(ctx).run_requests[0].partition_key == "2026-02-01"  # type: ignore[index]
+
+def test_a_partition_exists_once_its_period_has_closed() -> None:
+    """The schedules come from the partitioned jobs (``build_schedule_from_partitioned_job``), which
+    run the newest partition: that must be the day (month) that closed, not the one in progress."""
+    with dg.partition_loading_context(effective_dt=datetime(2026, 3, 2, 4, 30, tzinfo=UTC)):
+        assert daily_partitions.get_last_partition_key() == "2026-03-01"
+        assert monthly_partitions.get_last_partition_key() == "2026-02-01"
+        assert not daily_partitions.has_partition_key("2026-03-02")
+
+
+def test_daily_assets_carry_a_freshness_policy_after_the_schedule() -> None:
+    graph = _graph()
+    for key in graph.get_all_asset_keys():
+        policy = graph.get(key).freshness_policy
+        if key.to_user_string() in DAILY:  # materialized between the 02:00 run and 04:00 UTC
+            assert policy == dg.FreshnessPolicy.cron(deadline_cron="0 4 * * *", lower_bound_delta=timedelta(hours=2),
+                                                     timezone="UTC"), key
+
+
+def test_late_data_sensor_watches_both_jobs() -> None:
+    sensor = defs.resolve_sensor_def("late_data_sensor")
+    assert {j.name for j in sensor.jobs} == {"daily_assets_job", "monthly_assets_job"}
+    assert sensor.minimum_interval_seconds == 300
+    # it compares each partition with the materializations of exactly what its job rebuilds
+    for job, watched in (("daily_assets_job", DAILY_ASSETS), ("monthly_assets_job", MONTHLY_ASSETS)):
+        assert set(watched) == set(defs.resolve_job_def(job).asset_layer.executable_asset_keys), job
+
+
+S = 1_000_000_000
+
+
+@pytest.mark.parametrize(("changes", "built", "expected"), [
+    ({}, {}, []),
+    # changed after the run that built it started: stale
+    ({"2026-03-14": 20 * S}, {"2026-03-14": 10 * S}, ["2026-03-14"]),
+    # the run started after the change (it read the changed facts): not stale
+    ({"2026-03-14": 10 * S}, {"2026-03-14": 20 * S}, []),
+    ({"2026-03-14": 10 * S}, {"2026-03-14": 10 * S}, []),
+    # never built (or one of its assets never was): stale
+    ({"2026-03-14": 10 * S}, {"2026-03-14": None}, ["2026-03-14"]),
+    ({"2026-03-14": 10 * S}, {}, ["2026-03-14"]),
+    ({"2026-03-15": 30 * S, "2026-03-14": 30 * S, "2026-03-16": 5 * S},
+     {"2026-03-14": 20 * S, "2026-03-15": 40 * S, "2026-03-16": 1 * S}, ["2026-03-14", "2026-03-16"]),
+])
+def test_stale_partitions(changes: dict[str, int], built: dict[str, int | None], expected: list[str]) -> None:
+    assert stale(changes, built) == expected
+
+
+def test_the_code_location_validates_with_the_dagster_cli(tmp_path: Path) -> None:
+    module = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["dagster"]["module_name"]
+    assert module == "dagster_project.definitions"
+    result = subprocess.run([str(Path(sys.executable).parent / "dagster"), "definitions", "validate", "-m", module],
+                            cwd=REPO, capture_output=True, text=True, timeout=120,
+                            env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "DAGSTER_HOME": str(tmp_path)})
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "All code locations passed validation" in result.stdout + result.stderr

@@ -1,4 +1,9 @@
-"""Daily and monthly partitions (UTC). Every partitioned asset rebuilds exactly its partition."""
+"""Daily and monthly partitions (UTC). Every partitioned asset rebuilds exactly its partition.
+
+A partition exists once its period has closed (Dagster's default ``end_offset=0``): the newest daily
+partition is yesterday, the newest monthly one last month. The schedules come from the partitioned
+jobs (``build_schedule_from_partitioned_job``), which run the newest partition at each tick.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +11,14 @@ from datetime import UTC, date, datetime, timedelta
 
 import dagster as dg
 
-# the first day gpuledger keeps facts for; end_offset=1 includes the day / month in progress
+# the first day gpuledger keeps facts for
 START_DATE = "2025-01-01"
-daily_partitions = dg.DailyPartitionsDefinition(start_date=START_DATE, end_offset=1)
-monthly_partitions = dg.MonthlyPartitionsDefinition(start_date=START_DATE, end_offset=1)
+daily_partitions = dg.DailyPartitionsDefinition(start_date=START_DATE)
+monthly_partitions = dg.MonthlyPartitionsDefinition(start_date=START_DATE)
+
+# the daily job runs at 02:00 UTC (``usage/schedules.py``): a daily asset not materialized between
+# 02:00 and 04:00 UTC is overdue until it is (evaluated by the daemon's freshness loop)
+daily_freshness = dg.FreshnessPolicy.cron(deadline_cron="0 4 * * *", lower_bound_delta=timedelta(hours=2))
 
 
 def day_bounds(partition_key: str) -> tuple[date, datetime, datetime]:
@@ -25,11 +34,3 @@ def month_bounds(partition_key: str) -> tuple[date, datetime, datetime]:
     start = datetime(first.year, first.month, 1, tzinfo=UTC)
     end = (start + timedelta(days=32)).replace(day=1)
     return first, start, end
-
-
-def partition_of(context: dg.AssetCheckExecutionContext) -> str:
-    """The partition an asset check runs for (checks run in their asset's partitioned run)."""
-    key = context.run.tags.get("dagster/partition")
-    if not key:
-        raise dg.Failure("this check runs with its asset's partition (no dagster/partition tag on the run)")
-    return key

@@ -9,7 +9,13 @@ from dagster import AssetExecutionContext
 from dagster_project.defs.common.warehouse import replace_rows
 from dagster_project.defs.costs.compute import COST_COLUMNS, cost_day, cost_rows
 from dagster_project.defs.costs.month_rollup import UNIT_COLUMNS, accepted_units, month_from_daily, unit_cost_rows
-from dagster_project.defs.costs.partitions import daily_partitions, day_bounds, month_bounds, monthly_partitions
+from dagster_project.defs.costs.partitions import (
+    daily_freshness,
+    daily_partitions,
+    day_bounds,
+    month_bounds,
+    monthly_partitions,
+)
 from dagster_project.defs.costs.resources import (
     ClickHouseResource,
     PricingResource,
@@ -22,7 +28,7 @@ from dagster_project.defs.waste.assets import failure_waste_daily
 
 
 @dg.asset(partitions_def=daily_partitions, group_name="costs_daily", kinds={"clickhouse"},
-          deps=[gpu_usage_daily, failure_waste_daily])
+          deps=[gpu_usage_daily, failure_waste_daily], freshness_policy=daily_freshness)
 def cost_allocation_daily(context: AssetExecutionContext, clickhouse: ClickHouseResource,
                           pricing: PricingResource) -> dg.MaterializeResult:
     """Every cost of the day as lines per term (compute, retries, idle, network, storage, support,

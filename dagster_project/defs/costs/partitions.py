@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
-from dagster_project.defs.common.partitions import daily_partitions, day_bounds, month_bounds, monthly_partitions
+from dagster_project.defs.common.partitions import (
+    daily_freshness,
+    daily_partitions,
+    day_bounds,
+    month_bounds,
+    monthly_partitions,
+)
 
-__all__ = ["daily_partitions", "day_bounds", "month_bounds", "monthly_partitions"]
+__all__ = ["daily_freshness", "daily_partitions", "day_bounds", "month_bounds", "monthly_partitions"]

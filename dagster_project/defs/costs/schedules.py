@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 import dagster as dg
 
 monthly_assets_job = dg.define_asset_job(
@@ -11,16 +9,10 @@ monthly_assets_job = dg.define_asset_job(
     selection=dg.AssetSelection.groups("costs_monthly", "exports", "capacity"),
 )
 
-
-@dg.schedule(job=monthly_assets_job, cron_schedule="0 4 2 * *", execution_timezone="UTC")
-def monthly_assets_schedule(context: dg.ScheduleEvaluationContext) -> dg.RunRequest:
-    """On the 2nd at 04:00 UTC (after the daily run of the month's last day), the previous month."""
-    when = context.scheduled_execution_time
-    assert when is not None
-    first = (when.replace(day=1) - timedelta(days=1)).date().replace(day=1)
-    key = first.isoformat()
-    return dg.RunRequest(run_key=key, partition_key=key)
-
+# On the 2nd at 04:00 UTC (after the daily run of the month's last day) the newest monthly partition:
+# the previous month (a partition exists once its month has closed).
+monthly_assets_schedule = dg.build_schedule_from_partitioned_job(
+    monthly_assets_job, name="monthly_assets_schedule", day_of_month=2, hour_of_day=4, minute_of_hour=0)
 
 jobs = [monthly_assets_job]
 schedules = [monthly_assets_schedule]

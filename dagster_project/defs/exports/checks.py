@@ -9,7 +9,6 @@ from decimal import Decimal
 import dagster as dg
 from dagster import AssetCheckExecutionContext
 
-from dagster_project.defs.common.partitions import partition_of
 from dagster_project.defs.common.warehouse import rows
 from dagster_project.defs.costs.monthly import to_cents
 from dagster_project.defs.exports.assets import chargeback_monthly
@@ -25,7 +24,7 @@ def chargeback_monthly_money_conserved(context: AssetCheckExecutionContext,
                                        clickhouse: ClickHouseResource) -> dg.AssetCheckResult:
     """Business units' lines plus the platform's remainder equal the period's total cost, to the cent
     (the total: each term's daily cost lines summed exactly and rounded once)."""
-    first, _, end = month_bounds(partition_of(context))
+    first, _, end = month_bounds(context.partition_key)
     with clickhouse.client() as client:
         lines = rows(client, "chargeback_lines", {"month": first})
         daily = rows(client, "cost_allocation_month", {"start": first, "end": end.date()})
@@ -36,7 +35,8 @@ def chargeback_monthly_money_conserved(context: AssetCheckExecutionContext,
     charged = sum((Decimal(r["cost"]) for r in lines), Decimal("0.00"))
     units = sum((Decimal(r["cost"]) for r in lines if r["business_unit"] != "__platform__"), Decimal("0.00"))
     return dg.AssetCheckResult(passed=charged == expected, metadata={
-        "period_total": float(expected), "business_units": float(units), "platform_remainder": float(charged - units),
+        "partition": context.partition_key, "period_total": float(expected), "business_units": float(units),
+        "platform_remainder": float(charged - units),
         "difference": float(charged - expected)})
 
 
@@ -44,11 +44,12 @@ def chargeback_monthly_money_conserved(context: AssetCheckExecutionContext,
 def chargeback_monthly_no_negative_cost(context: AssetCheckExecutionContext,
                                         clickhouse: ClickHouseResource) -> dg.AssetCheckResult:
     """No chargeback line is negative."""
-    first, _, _ = month_bounds(partition_of(context))
+    first, _, _ = month_bounds(context.partition_key)
     with clickhouse.client() as client:
         lines = rows(client, "chargeback_lines", {"month": first})
     bad = [r for r in lines if Decimal(r["cost"]) < 0]
-    return dg.AssetCheckResult(passed=not bad, metadata={"lines": len(lines), "negative_lines": len(bad)})
+    return dg.AssetCheckResult(passed=not bad, metadata={"partition": context.partition_key, "lines": len(lines),
+                                                         "negative_lines": len(bad)})
 
 
 @dg.asset_check(asset=chargeback_monthly, blocking=True)
@@ -56,10 +57,11 @@ def chargeback_monthly_focus_rules_hold(context: AssetCheckExecutionContext, cli
                                         exports: ExportResource) -> dg.AssetCheckResult:
     """The month's FOCUS rows have every mandatory column, allowed values, correct nulls, UTC times,
     flat prefixed tags, x_-prefixed custom columns, and unit price × quantity matching cost."""
-    first, start, end = month_bounds(partition_of(context))
+    first, start, end = month_bounds(context.partition_key)
     with clickhouse.client() as client:
         lines = rows(client, "chargeback_lines", {"month": first})
     currency = {str(r["cluster"]): str(r["currency"]) for r in lines}
     problems = check_rows(HEADER, focus_rows(lines, currency, (start, end), focus_config(exports)))
-    return dg.AssetCheckResult(passed=not problems, metadata={"rows": len(lines), "problems": len(problems),
+    return dg.AssetCheckResult(passed=not problems, metadata={"partition": context.partition_key,
+                                                              "rows": len(lines), "problems": len(problems),
                                                               "first_problems": "\n".join(problems[:20])})

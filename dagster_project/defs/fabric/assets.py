@@ -11,14 +11,14 @@ from dagster import AssetExecutionContext
 
 from dagster_project.defs.common.warehouse import replace_rows, rows
 from dagster_project.defs.fabric.model import Run, flagged_nodes, health
-from dagster_project.defs.fabric.partitions import daily_partitions, day_bounds
+from dagster_project.defs.fabric.partitions import daily_freshness, daily_partitions, day_bounds
 from dagster_project.defs.fabric.resources import ClickHouseResource, FabricConfig
 
 FABRIC_COLUMNS = ("day", "cluster", "collective", "node_set", "hosts", "runs", "failed_runs", "avg_busbw_gbps",
                   "baseline_gbps", "baseline_runs", "baseline_scope", "ratio", "below_baseline")
 
 
-@dg.asset(partitions_def=daily_partitions, group_name="fabric", kinds={"clickhouse"})
+@dg.asset(partitions_def=daily_partitions, group_name="fabric", kinds={"clickhouse"}, freshness_policy=daily_freshness)
 def fabric_health(context: AssetExecutionContext, config: FabricConfig,
                   clickhouse: ClickHouseResource) -> dg.MaterializeResult:
     """Per day, cluster, collective and node set: runs, failed runs, mean bus bandwidth, the baseline

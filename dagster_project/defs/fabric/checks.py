@@ -6,7 +6,6 @@
 import dagster as dg
 from dagster import AssetCheckExecutionContext
 
-from dagster_project.defs.common.partitions import partition_of
 from dagster_project.defs.common.warehouse import rows
 from dagster_project.defs.fabric.assets import fabric_health
 from dagster_project.defs.fabric.partitions import day_bounds
@@ -17,8 +16,9 @@ from dagster_project.defs.fabric.resources import ClickHouseResource
 def fabric_health_no_node_set_below_baseline(context: AssetCheckExecutionContext,
                                              clickhouse: ClickHouseResource) -> dg.AssetCheckResult:
     """No node set ran below its NCCL bandwidth baseline on the day."""
-    day, _, _ = day_bounds(partition_of(context))
+    day, _, _ = day_bounds(context.partition_key)
     with clickhouse.client() as client:
         below = rows(client, "fabric_below_baseline", {"day": day})
     return dg.AssetCheckResult(passed=not below, severity=dg.AssetCheckSeverity.WARN,
-                               metadata={"node_sets": "\n".join(str(r["node_set"]) for r in below)})
+                               metadata={"partition": context.partition_key,
+                                         "node_sets": "\n".join(str(r["node_set"]) for r in below)})

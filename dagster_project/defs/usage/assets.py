@@ -7,7 +7,7 @@ import dagster as dg
 from dagster import AssetExecutionContext
 
 from dagster_project.defs.common.warehouse import replace_from_query
-from dagster_project.defs.usage.partitions import daily_partitions, day_bounds
+from dagster_project.defs.usage.partitions import daily_freshness, daily_partitions, day_bounds
 from dagster_project.defs.usage.resources import ClickHouseResource
 
 USAGE_COLUMNS = ("day", "cluster", "gpu_model", "kind", "scheduler", "namespace", "account", "user", "queue",
@@ -17,7 +17,7 @@ QUEUE_COLUMNS = ("day", "cluster", "scheduler", "queue", "workload_kind", "attem
                  "p50_wait_seconds", "p95_wait_seconds", "max_wait_seconds", "waited_gpu_seconds")
 
 
-@dg.asset(partitions_def=daily_partitions, group_name="usage", kinds={"clickhouse"})
+@dg.asset(partitions_def=daily_partitions, group_name="usage", kinds={"clickhouse"}, freshness_policy=daily_freshness)
 def gpu_usage_daily(context: AssetExecutionContext, clickhouse: ClickHouseResource) -> dg.MaterializeResult:
     """GPU-seconds per day, cluster, GPU model, kind (allocated / unallocated / unavailable) and every
     owner dimension (scheduler, namespace, account, user, queue, workload kind, team, business unit,
@@ -29,7 +29,7 @@ def gpu_usage_daily(context: AssetExecutionContext, clickhouse: ClickHouseResour
     return dg.MaterializeResult(metadata={"rows": n})
 
 
-@dg.asset(partitions_def=daily_partitions, group_name="usage", kinds={"clickhouse"})
+@dg.asset(partitions_def=daily_partitions, group_name="usage", kinds={"clickhouse"}, freshness_policy=daily_freshness)
 def queue_time_daily(context: AssetExecutionContext, clickhouse: ClickHouseResource) -> dg.MaterializeResult:
     """Queue time of the attempts that started on the day, per scheduler queue: wait (mean, p50, p95,
     max) and GPU-seconds waited (requested GPUs × wait)."""

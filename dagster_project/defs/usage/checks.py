@@ -6,7 +6,6 @@
 import dagster as dg
 from dagster import AssetCheckExecutionContext
 
-from dagster_project.defs.common.partitions import partition_of
 from dagster_project.defs.common.warehouse import rows
 from dagster_project.defs.usage.assets import gpu_usage_daily
 from dagster_project.defs.usage.partitions import day_bounds
@@ -21,7 +20,7 @@ def gpu_usage_daily_gpu_seconds_conserved(context: AssetCheckExecutionContext,
     """The day's usage rows hold exactly the physical GPUs' capacity: per cluster, their GPU-seconds
     equal Σ physical GPUs × window over the day's written windows, and per node and window the
     current facts (allocated + unallocated + unavailable) equal its physical GPUs × window."""
-    day, start, end = day_bounds(partition_of(context))
+    day, start, end = day_bounds(context.partition_key)
     params = {"start": start, "end": end}
     with clickhouse.client() as client:
         capacity = {r["cluster"]: float(r["capacity_seconds"]) for r in rows(client, "usage_daily_capacity", params)}
@@ -35,5 +34,5 @@ def gpu_usage_daily_gpu_seconds_conserved(context: AssetCheckExecutionContext,
     return dg.AssetCheckResult(
         passed=not bad and not gaps,
         description=first or None,
-        metadata={"physical_capacity_seconds": sum(capacity.values()), "usage_seconds": sum(usage.values()),
-                  "clusters_off": str(bad), "first_windows_off": first})
+        metadata={"partition": context.partition_key, "physical_capacity_seconds": sum(capacity.values()),
+                  "usage_seconds": sum(usage.values()), "clusters_off": str(bad), "first_windows_off": first})

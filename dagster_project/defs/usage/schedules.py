@@ -1,13 +1,16 @@
 """The daily job: yesterday's usage, waste, cost allocation and fabric health, every morning (UTC);
-and the sensor that re-runs closed days (and their months) when late data changes them."""
+and the sensor that re-runs closed days (and their months) when late data leaves them stale."""
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime, timedelta
+from collections import defaultdict
+from datetime import UTC, date, datetime
 
 import dagster as dg
 from clickhouse_connect.driver.client import Client
 
+from dagster_project.defs.common.late_data import built_at, stale
+from dagster_project.defs.common.partitions import START_DATE
 from dagster_project.defs.common.resources import ClickHouseResource
 from dagster_project.defs.common.warehouse import rows
 from dagster_project.defs.costs.schedules import monthly_assets_job
@@ -17,51 +20,68 @@ daily_assets_job = dg.define_asset_job(
     selection=dg.AssetSelection.groups("usage", "waste", "costs_daily", "fabric"),
 )
 
+# At 02:00 UTC the newest daily partition: the day that just closed (late events up to then included).
+daily_assets_schedule = dg.build_schedule_from_partitioned_job(
+    daily_assets_job, name="daily_assets_schedule", hour_of_day=2, minute_of_hour=0)
 
-@dg.schedule(job=daily_assets_job, cron_schedule="0 2 * * *", execution_timezone="UTC")
-def daily_assets_schedule(context: dg.ScheduleEvaluationContext) -> dg.RunRequest:
-    """At 02:00 UTC, rebuild the day that just closed (late events up to then are included)."""
-    when = context.scheduled_execution_time
-    assert when is not None
-    day = (when - timedelta(days=1)).date().isoformat()
-    return dg.RunRequest(run_key=day, partition_key=day)
+# what each job rebuilds: a partition is stale until every one of them was built after its inputs changed
+# (asset keys: the asset modules import this package's assets, so they cannot be imported here)
+DAILY_ASSETS = [dg.AssetKey(k) for k in ("gpu_usage_daily", "queue_time_daily", "idle_waste_daily",
+                                         "failure_waste_daily", "cost_allocation_daily", "fabric_health")]
+MONTHLY_ASSETS = [dg.AssetKey(k) for k in ("effective_cluster_unit_cost_monthly", "chargeback_monthly",
+                                           "chargeback_files", "capacity_plan")]
+LATE = {"gpuledger/reason": "late data"}
 
 
-def late_run_requests(client: Client, since: int, today: date) -> tuple[list[dg.RunRequest], int]:
-    """Run requests for every closed day whose inputs changed after ``since`` (ns), and for the
-    closed months above them; and the new cursor (the newest change seen)."""
-    changed = rows(client, "late_changes", {"since": since, "today": today})
-    requests: list[dg.RunRequest] = []
-    months: dict[str, int] = {}
-    for r in changed:
-        day, version = r["day"], int(r["changed"])
-        key = day.isoformat()
-        requests.append(dg.RunRequest(run_key=f"late:{key}:{version}", partition_key=key,
-                                      job_name=daily_assets_job.name, tags={"gpuledger/reason": "late data"}))
-        month = day.replace(day=1)
-        if month < today.replace(day=1):  # a closed month: its chargeback changes with its days
-            months[month.isoformat()] = max(months.get(month.isoformat(), 0), version)
-    requests += [dg.RunRequest(run_key=f"late:{key}:{version}", partition_key=key, job_name=monthly_assets_job.name,
-                               tags={"gpuledger/reason": "late data"}) for key, version in sorted(months.items())]
-    return requests, max([since, *(int(r["changed"]) for r in changed)])
+def late_run_requests(client: Client, instance: dg.DagsterInstance | None, since: int,
+                      today: date) -> tuple[list[dg.RunRequest], int]:
+    """Run requests for the closed days whose inputs changed after ``since`` (ns) and after the run
+    that last built them started, and for their closed months likewise; and the new cursor (the
+    newest change seen, acted on or already reflected)."""
+    changed = {r["day"].isoformat(): int(r["changed"]) for r in rows(client, "late_changes", {"since": since,
+                                                                                             "today": today})
+               if r["day"] >= date.fromisoformat(START_DATE)}
+    days = stale(changed, built_at(instance, DAILY_ASSETS, changed))
+    by_month: dict[str, int] = defaultdict(int)
+    for day, version in changed.items():
+        if day[:7] < today.isoformat()[:7]:  # a closed month: its chargeback is built from its days
+            by_month[day[:7] + "-01"] = max(by_month[day[:7] + "-01"], version)
+    months = stale(by_month, built_at(instance, MONTHLY_ASSETS, by_month))
+    requests = [dg.RunRequest(run_key=f"late:{d}:{changed[d]}", partition_key=d, job_name=daily_assets_job.name,
+                              tags=LATE) for d in days]
+    # in the same evaluation, after the days; Dagster may start them in any order (see the README)
+    requests += [dg.RunRequest(run_key=f"late:{m}:{by_month[m]}", partition_key=m, job_name=monthly_assets_job.name,
+                               tags=LATE) for m in months]
+    return requests, max([since, *changed.values()])
 
 
 @dg.sensor(jobs=[daily_assets_job, monthly_assets_job], minimum_interval_seconds=300,
            default_status=dg.DefaultSensorStatus.RUNNING)
 def late_data_sensor(context: dg.SensorEvaluationContext, clickhouse: ClickHouseResource) -> dg.SensorResult:
-    """Re-materialize the closed days (and months) that late data changed: an attempt that fails days
-    after it started, a correction of already-written windows — without a manual backfill.
+    """Re-materialize the closed days (and months) that late data left stale — a correction of
+    already-written windows, an attempt that fails days after it started — without a manual backfill.
 
-    The cursor is the newest input change (ns) already acted on; on its first evaluation the sensor
-    starts from the present (the schedules built the past). Monthly runs come after the days in the
-    same evaluation, but Dagster may run them in any order: the next daily change re-requests them.
+    A day is requested when its facts or attempt records changed after the cursor *and* after the
+    start of the run that last materialized it (``common/late_data.py``); the cursor is the newest
+    change already seen, so each change is acted on once. On its first evaluation the sensor starts
+    from the present (the schedules built the past).
     """
     with clickhouse.client() as client:
         if context.cursor is None:
             latest = rows(client, "late_changes_latest", {})[0]["latest"]
             return dg.SensorResult(run_requests=[], cursor=str(int(latest or 0)))
-        requests, cursor = late_run_requests(client, int(context.cursor), datetime.now(UTC).date())
+        requests, cursor = late_run_requests(client, _instance(context), int(context.cursor),
+                                             datetime.now(UTC).date())
     return dg.SensorResult(run_requests=requests, cursor=str(cursor))
+
+
+def _instance(context: dg.SensorEvaluationContext) -> dg.DagsterInstance | None:
+    """The sensor's instance (the daemon always has one); a bare test context has none, and then no
+    materialization is known: every changed day counts as stale."""
+    try:
+        return context.instance
+    except dg.DagsterInvariantViolationError:
+        return None
 
 
 jobs = [daily_assets_job]

@@ -8,7 +8,7 @@ from dagster import AssetExecutionContext
 
 from dagster_project.defs.common.warehouse import replace_from_query
 from dagster_project.defs.usage.assets import gpu_usage_daily
-from dagster_project.defs.waste.partitions import daily_partitions, day_bounds
+from dagster_project.defs.waste.partitions import daily_freshness, daily_partitions, day_bounds
 from dagster_project.defs.waste.resources import ClickHouseResource
 
 IDLE_COLUMNS = ("day", "cluster", "gpu_model", "node", "kind", "team", "business_unit", "gpu_seconds",
@@ -17,7 +17,8 @@ FAILURE_COLUMNS = ("day", "cluster", "failure_reason", "team", "business_unit", 
                    "logical_job", "job_id", "attempt", "last_checkpoint", "failed_gpu_seconds", "lost_gpu_seconds")
 
 
-@dg.asset(partitions_def=daily_partitions, group_name="waste", kinds={"clickhouse"}, deps=[gpu_usage_daily])
+@dg.asset(partitions_def=daily_partitions, group_name="waste", kinds={"clickhouse"}, deps=[gpu_usage_daily],
+          freshness_policy=daily_freshness)
 def idle_waste_daily(context: AssetExecutionContext, clickhouse: ClickHouseResource) -> dg.MaterializeResult:
     """Idle GPU-seconds by GPU model, node and team: ``allocated_idle`` (allocated − busy − unobserved,
     charged to the team holding the GPUs), ``unallocated`` and ``unavailable`` capacity."""
@@ -28,7 +29,8 @@ def idle_waste_daily(context: AssetExecutionContext, clickhouse: ClickHouseResou
     return dg.MaterializeResult(metadata={"rows": n})
 
 
-@dg.asset(partitions_def=daily_partitions, group_name="waste", kinds={"clickhouse"}, deps=[gpu_usage_daily])
+@dg.asset(partitions_def=daily_partitions, group_name="waste", kinds={"clickhouse"}, deps=[gpu_usage_daily],
+          freshness_policy=daily_freshness)
 def failure_waste_daily(context: AssetExecutionContext, clickhouse: ClickHouseResource) -> dg.MaterializeResult:
     """Failed attempts' GPU-seconds by reason, team, model and job, and the lost work: the part after
     the attempt's last completed checkpoint (all of it without a checkpoint)."""

@@ -6,7 +6,6 @@
 import dagster as dg
 from dagster import AssetCheckExecutionContext
 
-from dagster_project.defs.common.partitions import partition_of
 from dagster_project.defs.common.warehouse import rows
 from dagster_project.defs.waste.assets import failure_waste_daily
 from dagster_project.defs.waste.partitions import day_bounds
@@ -17,7 +16,8 @@ from dagster_project.defs.waste.resources import ClickHouseResource
 def failure_waste_daily_lost_within_failed(context: AssetCheckExecutionContext,
                                            clickhouse: ClickHouseResource) -> dg.AssetCheckResult:
     """No row loses more GPU-seconds than it failed, and none is negative."""
-    day, _, _ = day_bounds(partition_of(context))
+    day, _, _ = day_bounds(context.partition_key)
     with clickhouse.client() as client:
         bad = rows(client, "waste_failure_check", {"day": day})[0]["bad"]
-    return dg.AssetCheckResult(passed=int(bad) == 0, metadata={"bad_rows": int(bad)})
+    return dg.AssetCheckResult(passed=int(bad) == 0, metadata={"partition": context.partition_key,
+                                                                        "bad_rows": int(bad)})

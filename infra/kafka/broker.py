@@ -189,9 +189,13 @@ def format_storage(settings: Settings, config: Path) -> None:
 
 
 def _cluster_id() -> str:
+    """A random id as Kafka writes them, never one starting with '-' (the tool would read an option)."""
     import base64
 
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 def broker_service(settings: Settings) -> Service:

@@ -4,11 +4,13 @@ configured user is created when the storage is formatted."""
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import pytest
 
 from infra.errors import ServiceError
+from infra.kafka import broker
 from infra.kafka.broker import _scram_credential, render_config
 from pipelines.settings import Settings
 
@@ -62,3 +64,13 @@ def test_the_configured_user_is_created_with_the_storage(password: str, argument
 def test_what_the_local_broker_cannot_serve_is_refused(tmp_path: Path, settings: dict[str, object]) -> None:
     with pytest.raises(ServiceError):
         render_config(Settings(home=tmp_path, **settings))  # type: ignore[arg-type]
+
+
+def test_a_cluster_id_never_reads_as_an_option(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One id in 64 would start with '-' (0xF8..0xFB as the first byte) and the storage tool would
+    take it for an option; Kafka's own random ids skip those, and so do ours."""
+    draws = iter([uuid.UUID(bytes=bytes([0xF8]) + bytes(15)), uuid.UUID(bytes=bytes([0x12]) + bytes(15))])
+    monkeypatch.setattr(broker.uuid, "uuid4", lambda: next(draws))
+    cluster_id = broker._cluster_id()
+    assert not cluster_id.startswith("-")
+    assert len(cluster_id) == 22

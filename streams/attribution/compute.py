@@ -97,10 +97,12 @@ class SampleRow:
     pod: str
     hpc_job: str
     interval_s: float | None
+    power_w: float | None = None
+    energy_mj: float | None = None
 
 
 SAMPLE_COLUMNS = ("time", "uuid", "mig_instance", "index", "model", "mig_profile", "utilization", "xid",
-                  "namespace", "pod", "hpc_job", "interval_s")
+                  "namespace", "pod", "hpc_job", "interval_s", "power_w", "energy_mj")
 
 
 @dataclass
@@ -132,7 +134,8 @@ def _build_slots(samples: SampleColumns | Sequence[SampleRow]) -> dict[str, _Slo
     slots: dict[str, _SlotData] = {}
     if not len(cols):
         return slots
-    times, uuids, migs, indices, models, profiles, utils, xids, nss, pods, jobs, intervals = cols.columns
+    times, uuids, migs, indices, models, profiles, utils, xids, nss, pods, jobs, intervals, *energy = cols.columns
+    powers, energies = energy if energy else ((None,) * len(times), (None,) * len(times))
     order: Iterable[int] = range(len(times))
     if any(b < a for a, b in zip(times, times[1:], strict=False)):
         order = sorted(order, key=times.__getitem__)  # stable: equal times keep their input order
@@ -149,6 +152,8 @@ def _build_slots(samples: SampleColumns | Sequence[SampleRow]) -> dict[str, _Slo
         series.times.append(t)
         series.utils.append(utils[i])
         series.xids.append(xids[i])
+        series.powers.append(powers[i])
+        series.energies.append(energies[i])
         data.labels.append((nss[i], pods[i], jobs[i]))
         if intervals[i]:
             series.interval = intervals[i]
@@ -261,7 +266,7 @@ def fact_dict(cluster: str, w0: float, window_s: int, r: FactRow,
         "queue": o.queue if o else "", "workload_kind": o.workload_kind if o else "",
         "team_label": o.team_label if o else "", "model": o.model if o else "",
         "gpu_seconds": r.gpu_seconds, "busy_seconds": r.busy_seconds,
-        "unobserved_seconds": r.unobserved_seconds, "energy_joules": 0.0,
+        "unobserved_seconds": r.unobserved_seconds, "energy_joules": r.energy_joules,
     }
 
 

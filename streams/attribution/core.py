@@ -26,13 +26,16 @@ How each rule of docs/ATTRIBUTION.md is applied here:
   when they stop reporting (unallocated and unobserved, or unavailable after a fatal XID).
 * Busy on a GPU nobody holds is kept on its unallocated row (a rogue process, or missing
   scheduler data), with the unobserved time beside it.
+* Energy: the whole GPU's energy in each instant of the window (:meth:`Series.energy_integral`)
+  goes where that instant's capacity goes — to each claim by its share, the rest to the unallocated
+  or unavailable row — so energy is split exactly as GPU-seconds are and sums to the GPU's energy.
 """
 
 from __future__ import annotations
 
 import bisect
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 HOLD_INTERVALS = 3
 FATAL_XIDS = frozenset({48, 63, 64, 74, 79, 92, 94, 95, 119, 120})
@@ -82,6 +85,62 @@ class Series:
     utils: list[float | None] = field(default_factory=list)
     xids: list[int | None] = field(default_factory=list)
     interval: float = 30.0
+    powers: list[float | None] = field(default_factory=list)  # W (whole GPU), empty when not loaded
+    energies: list[float | None] = field(default_factory=list)  # mJ, the GPU's energy counter
+
+    def has_energy(self) -> bool:
+        return any(v is not None for v in self.powers) or any(v is not None for v in self.energies)
+
+    def energy_integral(self, a: float, b: float, horizon: float) -> float:
+        """Joules over [a, b), never counting on a sample at or after ``horizon`` (the window's end,
+        so a window's energy depends on its own samples whatever range it is computed in).
+
+        From each sample on, for as long as utilisation would be held: the energy counter's increase
+        to the next sample spread evenly over the gap, when that sample is within the hold limit,
+        before ``horizon`` and the counter did not go down (a reset); otherwise the sample's power
+        held; without power, the counter's latest rate over one of the three gaps before the sample
+        (a reset, or the window's end); without any of these, nothing (unobserved, as for utilisation).
+        """
+        times = self.times
+        if b <= a or not times:
+            return 0.0
+        hold = HOLD_INTERVALS * self.interval
+        i = max(bisect.bisect_right(times, a) - 1, 0)
+        n = len(times)
+        joules = 0.0
+        while i < n and times[i] < b:
+            t = times[i]
+            nxt = times[i + 1] if i + 1 < n else float("inf")
+            lo, hi = max(t, a), min(nxt, t + hold, b)
+            if hi > lo:
+                watts = self._watts(i, hold, horizon)
+                if watts is not None:
+                    joules += watts * (hi - lo)
+            i += 1
+        return joules
+
+    def _watts(self, i: int, hold: float, horizon: float) -> float | None:
+        rate = self._counter_rate(i, hold, horizon)
+        if rate is not None:
+            return rate
+        power = self.powers[i] if i < len(self.powers) else None
+        if power is not None:
+            return power
+        for j in range(i - 1, max(i - 1 - HOLD_INTERVALS, -1), -1):  # the counter's last rate, if recent
+            rate = self._counter_rate(j, hold, horizon)
+            if rate is not None:
+                return rate
+        return None
+
+    def _counter_rate(self, i: int, hold: float, horizon: float) -> float | None:
+        """W from the counter between sample i and the next, when both are usable (see above)."""
+        if i + 1 >= len(self.energies):
+            return None
+        t0, t1 = self.times[i], self.times[i + 1]
+        e0, e1 = self.energies[i], self.energies[i + 1]
+        if e0 is None or e1 is None or e1 < e0 or t1 <= t0 or t1 - t0 > hold or t1 >= horizon:
+            return None
+        return (e1 - e0) / 1000.0 / (t1 - t0)
 
     def held_integral(self, a: float, b: float) -> tuple[float, float]:
         """(∫ util dt, observed seconds) over [a, b) with sample-and-hold."""
@@ -150,6 +209,7 @@ class FactRow:
     gpu_seconds: float
     busy_seconds: float = 0.0
     unobserved_seconds: float = 0.0
+    energy_joules: float = 0.0
 
 
 def down_intervals(series: Iterable[Series], since: float | None = None) -> list[tuple[float, float]]:
@@ -183,6 +243,9 @@ class _Sweep:
     free_spans: list[tuple[float, float]] = field(default_factory=list)  # nobody holds any of the GPU
     claimed_over: float = 0.0  # claims beyond capacity (GPU-seconds)
     over_claims: set[int] = field(default_factory=set)
+    energy: dict[int, float] = field(default_factory=dict)  # joules per claim
+    unallocated_energy: float = 0.0
+    unavailable_energy: float = 0.0
 
 
 def _covered(intervals: Sequence[tuple[float, float]], t0: float, t1: float) -> bool:
@@ -190,8 +253,9 @@ def _covered(intervals: Sequence[tuple[float, float]], t0: float, t1: float) -> 
 
 
 def _gpu_segments(claims: list[tuple[int, float, float, float]], down: Sequence[tuple[float, float]],
-                  w0: float, w1: float) -> _Sweep:
-    """Sweep one GPU's window. ``claims`` are (claim index, share, start, end) clipped to the window."""
+                  w0: float, w1: float, power: Series | None = None) -> _Sweep:
+    """Sweep one GPU's window. ``claims`` are (claim index, share, start, end) clipped to the window;
+    ``power``: the whole GPU's series, whose energy each segment splits as it splits capacity."""
     edges = {w0, w1}
     for _, _, s, e in claims:
         edges.update((s, e))
@@ -210,13 +274,19 @@ def _gpu_segments(claims: list[tuple[int, float, float, float]], down: Sequence[
         if total > 1.0 + 1e-9:
             out.claimed_over += (total - 1.0) * dt
             out.over_claims.update(k for k, _ in active)
+        joules = power.energy_integral(t0, t1, w1) if power is not None else 0.0
         for k, share in active:
             out.allocated[k] = out.allocated.get(k, 0.0) + share * scale * dt
-        rest = dt * (1.0 - min(total, 1.0))
+            if joules:
+                out.energy[k] = out.energy.get(k, 0.0) + share * scale * joules
+        free_part = 1.0 - min(total, 1.0)
+        rest = dt * free_part
         if _covered(down, t0, t1):
             out.unavailable += rest
+            out.unavailable_energy += joules * free_part
         else:
             out.unallocated += rest
+            out.unallocated_energy += joules * free_part
             if not active:
                 out.free_spans.append((t0, t1))
     return out
@@ -266,6 +336,7 @@ def attribute_window_full(
     rows: list[FactRow] = []
     conflicts: list[Conflict] = []
     free: dict[str, float] = {}
+    free_energy: dict[str, float] = {}  # joules of the unallocated capacity, shared with unbound placements
     rogue: dict[str, tuple[float, float]] = {}  # busy, unobserved seconds of a GPU nobody holds
     for gpu in order:
         claims: list[tuple[int, float, float, float]] = []
@@ -277,7 +348,8 @@ def attribute_window_full(
                     claims.append((len(meta), b.share, s, e))
                     meta.append((p, b, s, e))
         down = _down_of(gpu.uuid, slots_of_gpu, series, down_cache, ctx)
-        sweep = _gpu_segments(claims, down, w0, w1)
+        whole = series.get(gpu.uuid)
+        sweep = _gpu_segments(claims, down, w0, w1, whole if whole is not None and whole.has_energy() else None)
         for k, (p, b, s, e) in enumerate(meta):
             alloc = sweep.allocated.get(k, 0.0)
             busy = observed = 0.0
@@ -286,17 +358,24 @@ def attribute_window_full(
             busy_s = min(b.share * busy, alloc)
             unobserved = max(alloc - b.share * observed, 0.0)
             rows.append(FactRow(node, gpu.uuid, b.slot, gpu.model, "allocated", p.owner, alloc, busy_s,
-                                min(unobserved, alloc - busy_s)))
+                                min(unobserved, alloc - busy_s), sweep.energy.get(k, 0.0)))
         if sweep.claimed_over > EPSILON_S:
             owners = tuple(sorted({_owner_key(meta[k][0].owner) for k in sweep.over_claims}))
             conflicts.append(Conflict(gpu.uuid, (w1 - w0) + sweep.claimed_over, w1 - w0, owners))
         free[gpu.uuid] = sweep.unallocated
+        free_energy[gpu.uuid] = sweep.unallocated_energy
         rogue[gpu.uuid] = _unheld_usage(series.get(gpu.uuid), sweep.free_spans)
         if sweep.unavailable > EPSILON_S:
-            rows.append(FactRow(node, gpu.uuid, gpu.uuid, gpu.model, "unavailable", None, sweep.unavailable))
+            rows.append(FactRow(node, gpu.uuid, gpu.uuid, gpu.model, "unavailable", None, sweep.unavailable,
+                                energy_joules=sweep.unavailable_energy))
     slot_gpus = max((ctx.declared_gpus or 0) - len(order), 0)
     node_slot = _node_slot(w0, w1, slot_gpus, ctx, known=len(order))
+    free_seconds = dict(free)
     placed, conflict = _place_unbound(node, w0, w1, order, active, free, node_slot, ctx.declared_model)
+    # an unbound placement took part of a GPU's free time, not a known part: it gets that GPU's free
+    # energy in proportion to the seconds it took
+    placed = [replace(r, energy_joules=free_energy[r.gpu_uuid] * r.gpu_seconds / free_seconds[r.gpu_uuid])
+              if r.gpu_uuid in free_energy and free_seconds[r.gpu_uuid] > 0 else r for r in placed]
     rows.extend(placed)
     if conflict is not None:
         conflicts.append(conflict)
@@ -309,7 +388,8 @@ def attribute_window_full(
             if total_free > 0:
                 ratio = left / total_free
             rows.append(FactRow(node, gpu.uuid, gpu.uuid, gpu.model, "unallocated", None, left,
-                                min(busy * ratio, left), min(unobserved * ratio, left)))
+                                min(busy * ratio, left), min(unobserved * ratio, left),
+                                free_energy[gpu.uuid] * ratio))
     physical = float(len(order) + slot_gpus)
     if node_slot.unallocated > EPSILON_S:
         rows.append(FactRow(node, NODE_SLOT, NODE_SLOT, ctx.declared_model, "unallocated", None,
@@ -431,7 +511,7 @@ def _merge(rows: list[FactRow]) -> list[FactRow]:
             m = merged[key]
             merged[key] = FactRow(m.node, m.gpu_uuid, m.slot, m.gpu_model, m.kind, m.owner,
                                   m.gpu_seconds + r.gpu_seconds, m.busy_seconds + r.busy_seconds,
-                                  m.unobserved_seconds + r.unobserved_seconds)
+                                  m.unobserved_seconds + r.unobserved_seconds, m.energy_joules + r.energy_joules)
         else:
             merged[key] = r
     return list(merged.values())

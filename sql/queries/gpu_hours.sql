@@ -40,6 +40,7 @@ SELECT
     sum(unobserved_seconds) / 3600 AS unobserved_gpu_hours,
     (sumIf(gpu_seconds, kind = 'allocated') - sumIf(busy_seconds, kind = 'allocated')
         - sumIf(unobserved_seconds, kind = 'allocated')) / 3600 AS idle_gpu_hours,
+    sum(energy_joules) / 3600000 AS energy_kwh,
     sum(gpu_seconds) / 3600 AS gpu_hours
 FROM
 (
@@ -48,7 +49,7 @@ FROM
     -- answer as reading resolved_hourly row by row, with the joins run on far fewer rows
     SELECT h.cluster, h.node, h.gpu_model, h.kind, h.team, if(bu.value != '', bu.value, 'unassigned') AS business_unit,
            h.namespace, h.account, h.model, h.logical_job, h.failure_reason, h.user, h.queue,
-           h.workload_kind, h.outcome, h.gpu_seconds, h.busy_seconds, h.unobserved_seconds
+           h.workload_kind, h.outcome, h.gpu_seconds, h.busy_seconds, h.unobserved_seconds, h.energy_joules
     FROM
     (
         SELECT
@@ -66,7 +67,7 @@ FROM
                    if(has(dims, 'workload_kind'), toString(workload_kind), '') AS workload_kind, team_label,
                    if(has(dims, 'model'), toString(model), '') AS model,
                    sum(gpu_seconds) AS gpu_seconds, sum(busy_seconds) AS busy_seconds,
-                   sum(unobserved_seconds) AS unobserved_seconds
+                   sum(unobserved_seconds) AS unobserved_seconds, sum(energy_joules) AS energy_joules
             FROM current_hourly
             WHERE hour >= full_start AND hour < full_end
               AND ({cluster:String} = '' OR cluster = {cluster:String})
@@ -95,7 +96,8 @@ FROM
     ) AS bu ON bu.scope = h.org_scope AND bu.key = h.team AND bu.effective_from = h.org_version
     UNION ALL
     SELECT cluster, node, gpu_model, kind, team, business_unit, namespace, account, model, logical_job,
-           failure_reason, user, queue, workload_kind, outcome, gpu_seconds, busy_seconds, unobserved_seconds
+           failure_reason, user, queue, workload_kind, outcome, gpu_seconds, busy_seconds, unobserved_seconds,
+           energy_joules
     FROM resolved_facts
     WHERE ((window_start >= range_start AND window_start < least(full_start, range_end))
            OR (window_start >= greatest(full_end, full_start) AND window_start < range_end))

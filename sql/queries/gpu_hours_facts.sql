@@ -1,6 +1,6 @@
 -- GPU-hours per owner group for [start, end): allocated, busy, failed (attempts that did not
 -- succeed), unobserved; unallocated and unavailable capacity as the rows __unallocated__ and
--- __unavailable__. The group is chosen by {by}, a parameter, never spliced into the text.
+-- __unavailable__; energy_kwh: the energy of those GPU-seconds. The group is chosen by {by}, a parameter, never spliced into the text.
 -- The facts-level form of gpu_hours.sql (every window read through resolved_facts): the reference
 -- that the hourly rollup's answer is compared with.
 -- {by}: one dimension or several ('team', 'team,model'); a key joins their values with \x1F
@@ -30,6 +30,7 @@ SELECT
     sum(unobserved_seconds) / 3600 AS unobserved_gpu_hours,
     (sumIf(gpu_seconds, kind = 'allocated') - sumIf(busy_seconds, kind = 'allocated')
         - sumIf(unobserved_seconds, kind = 'allocated')) / 3600 AS idle_gpu_hours,
+    sum(energy_joules) / 3600000 AS energy_kwh,
     sum(gpu_seconds) / 3600 AS gpu_hours
 FROM resolved_facts
 WHERE window_start >= {start:DateTime64(3, 'UTC')} AND window_start < {end:DateTime64(3, 'UTC')}

@@ -7,14 +7,14 @@
 -- rebuild that finds no facts still supersedes an older one. All rows carry {version}.
 INSERT INTO gpu_usage_hourly (cluster, hour, node, version, org_version, org_scope, gpu_model, kind, scheduler,
                               job_id, logical_job, attempt, namespace, account, user, queue, workload_kind,
-                              team_label, model, gpu_seconds, busy_seconds, unobserved_seconds)
+                              team_label, model, gpu_seconds, busy_seconds, unobserved_seconds, energy_joules)
 SELECT
     f.cluster, toStartOfHour(f.window_start) AS hour, f.node, {version:UInt64} AS version,
     if(own.own_version > toDateTime64(0, 3, 'UTC'), own.own_version, g.global_version) AS org_version,
     if(own.own_version > toDateTime64(0, 3, 'UTC'), f.cluster, '*') AS org_scope,
     f.gpu_model, f.kind, f.scheduler, f.job_id, f.logical_job, f.attempt, f.namespace, f.account, f.user, f.queue,
     f.workload_kind, f.team_label, f.model,
-    sum(f.gpu_seconds), sum(f.busy_seconds), sum(f.unobserved_seconds)
+    sum(f.gpu_seconds), sum(f.busy_seconds), sum(f.unobserved_seconds), sum(f.energy_joules)
 FROM
 (
     SELECT c.*, toUInt8(1) AS one
@@ -48,7 +48,7 @@ SELECT
     toDateTime64(0, 3, 'UTC') AS org_version, '*' AS org_scope, '' AS gpu_model, '' AS kind, '' AS scheduler, '' AS job_id,
     '' AS logical_job, toUInt16(0) AS attempt, '' AS namespace, '' AS account, '' AS user, '' AS queue,
     '' AS workload_kind, '' AS team_label, '' AS model, 0.0 AS gpu_seconds, 0.0 AS busy_seconds,
-    0.0 AS unobserved_seconds
+    0.0 AS unobserved_seconds, 0.0 AS energy_joules
 FROM fact_windows
 WHERE ({cluster:String} = '' OR cluster = {cluster:String})
   AND ({all_nodes:Bool} OR node IN {nodes:Array(String)})

@@ -1,7 +1,7 @@
 -- Energy in the hourly rollup (docs/ATTRIBUTION.md "Energy"): the facts carry each row's joules
 -- since the attribution splits every GPU's energy as it splits its capacity; the rollup sums them
--- like the GPU-seconds. Hours rolled up before this column existed read 0 until they are rebuilt
--- (`gpuledger rollup --since` or a replay). A view's columns are fixed when it is created: the two
+-- like the GPU-seconds. Facts and hours written before energy was attributed read 0 until
+-- `gpuledger replay` rebuilds them. A view's columns are fixed when it is created: the two
 -- views over the rollup are created again, unchanged, to show the new column.
 ALTER TABLE gpu_usage_hourly ADD COLUMN IF NOT EXISTS energy_joules Float64 DEFAULT 0 AFTER unobserved_seconds;
 

@@ -87,9 +87,15 @@ class Series:
     interval: float = 30.0
     powers: list[float | None] = field(default_factory=list)  # W (whole GPU), empty when not loaded
     energies: list[float | None] = field(default_factory=list)  # mJ, the GPU's energy counter
+    _has_energy: bool | None = field(default=None, repr=False, compare=False)
 
     def has_energy(self) -> bool:
-        return any(v is not None for v in self.powers) or any(v is not None for v in self.energies)
+        """Whether any sample carries power or the energy counter (computed once: a range's series
+        do not change while its windows are attributed)."""
+        if self._has_energy is None:
+            self._has_energy = (any(v is not None for v in self.powers)
+                                or any(v is not None for v in self.energies))
+        return self._has_energy
 
     def energy_integral(self, a: float, b: float, horizon: float) -> float:
         """Joules over [a, b), never counting on a sample at or after ``horizon`` (the window's end,
@@ -348,8 +354,7 @@ def attribute_window_full(
                     claims.append((len(meta), b.share, s, e))
                     meta.append((p, b, s, e))
         down = _down_of(gpu.uuid, slots_of_gpu, series, down_cache, ctx)
-        whole = series.get(gpu.uuid)
-        sweep = _gpu_segments(claims, down, w0, w1, whole if whole is not None and whole.has_energy() else None)
+        sweep = _gpu_segments(claims, down, w0, w1, _energy_series(gpu.uuid, slots_of_gpu, series))
         for k, (p, b, s, e) in enumerate(meta):
             alloc = sweep.allocated.get(k, 0.0)
             busy = observed = 0.0
@@ -400,6 +405,19 @@ def attribute_window_full(
     if node_slot.uncapped:
         physical += node_slot.allocated_seconds / (w1 - w0)
     return WindowResult(_merge(rows), physical, conflicts)
+
+
+def _energy_series(uuid: str, slots_of_gpu: dict[str, list[str]], series: dict[str, Series]) -> Series | None:
+    """The series that carries the GPU's power and energy counter: its own, or — where the exporter
+    repeats the device's readings on every MIG instance instead — its first instance's."""
+    whole = series.get(uuid)
+    if whole is not None and whole.has_energy():
+        return whole
+    for slot in sorted(s for s in slots_of_gpu.get(uuid, ()) if s != uuid):
+        candidate = series.get(slot)
+        if candidate is not None and candidate.has_energy():
+            return candidate
+    return None
 
 
 def _owner_key(o: Owner) -> str:

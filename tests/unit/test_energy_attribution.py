@@ -29,9 +29,11 @@ def alloc(**kw: Any) -> ev.AllocationData:
 
 def gpu(uuid: str = "GPU-0", *, start: float = t0 - 60, until: float = t0 + HOUR, power: bool = True,
         counter: bool = True, watts: float = WATTS, reset_at: float | None = None, mig: int | None = None,
-        profile: str = "", util: float | None = 0.5, skip: frozenset[int] = frozenset()) -> list[SampleRow]:
+        profile: str = "", util: float | None = 0.5, skip: frozenset[int] = frozenset(),
+        device_on_instances: bool = False) -> list[SampleRow]:
     """A GPU scraped every 30 s at a constant ``watts``: its power reading and its energy counter
-    (mJ since an arbitrary origin; from ``reset_at`` on it counts again from zero)."""
+    (mJ since an arbitrary origin; from ``reset_at`` on it counts again from zero). A MIG instance's
+    samples carry the device's readings only with ``device_on_instances``."""
     rows = []
     for i in range(int((until - start) // 30)):
         if i in skip:
@@ -40,9 +42,9 @@ def gpu(uuid: str = "GPU-0", *, start: float = t0 - 60, until: float = t0 + HOUR
         mj = (t - start + 123_456.0) * watts * 1000.0
         if reset_at is not None and t >= reset_at:
             mj = (t - reset_at) * watts * 1000.0
+        device = mig is None or device_on_instances
         rows.append(SampleRow(t, uuid, mig, 0, H100, profile, util, 0, "", "", "", 30.0,
-                              watts if power and mig is None else None,
-                              mj if counter and mig is None else None))
+                              watts if power and device else None, mj if counter and device else None))
     return rows
 
 
@@ -85,12 +87,16 @@ def test_a_counter_reset_makes_no_negative_or_doubled_energy(power: bool) -> Non
     assert max(windows.values()) == pytest.approx(WATTS * 60, rel=1e-9)  # no window counts the reset twice
 
 
-def test_time_sliced_replicas_and_mig_instances_take_the_gpu_energy_by_their_share() -> None:
+@pytest.mark.parametrize("device_on_instances", [False, True], ids=["parent-series", "repeated-on-instances"])
+def test_time_sliced_replicas_and_mig_instances_take_the_gpu_energy_by_their_share(device_on_instances: bool) -> None:
     sliced = [alloc(job_id=f"ns/r{k}", device_ids=[f"GPU-0::{k}"]) for k in range(3)]  # 3 of 4 replicas held
     mig = [alloc(job_id="ns/m3", device_ids=["MIG-GPU-1/3"], gpus=[{"kind": "mig", "count": 1, "profile": "3g.40gb"}]),
            alloc(job_id="ns/m4", device_ids=["MIG-GPU-1/4"], gpus=[{"kind": "mig", "count": 1, "profile": "2g.20gb"}])]
-    rows = [*gpu("GPU-0"), *gpu("GPU-1", util=None),
-            *gpu("GPU-1", mig=3, profile="3g.40gb"), *gpu("GPU-1", mig=4, profile="2g.20gb")]
+    # the exporter gives a MIG GPU's power and energy on a parent series, or repeats them on every
+    # instance: either way the GPU's energy is counted once
+    parent = [] if device_on_instances else gpu("GPU-1", util=None)
+    rows = [*gpu("GPU-0"), *parent, *gpu("GPU-1", mig=3, profile="3g.40gb", device_on_instances=device_on_instances),
+            *gpu("GPU-1", mig=4, profile="2g.20gb", device_on_instances=device_on_instances)]
     facts = compute_range("c", "n1", t0, t0 + 600, 60, rows, [*sliced, *mig])
     owners = by_owner(facts)
     for job in ("ns/r0", "ns/r1", "ns/r2", "ns/m3", "ns/m4"):

@@ -11,6 +11,12 @@ exactly what a reader of the series gets back. The value of scrape ``k`` holds o
 
 ``holder`` names the pod (``namespace``/``pod``/``container``) or Slurm job (``hpc_job``) that the
 exporter's mapping labels the series with at that scrape (none on time-sliced GPUs).
+
+``power`` is each GPU's draw (W) per scrape, holding like the utilisation; ``energy`` is its
+``DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION`` counter (whole mJ since the driver loaded), which rises by
+exactly that power × interval from one scrape to the next. The driver reloads — the counter starts
+again from 0 — when a GPU that fell off the bus comes back, and once mid-run on one healthy GPU
+(a GPU reset), so the readers' reset handling is exercised.
 """
 
 from __future__ import annotations
@@ -48,6 +54,8 @@ class Metrics:
     gone: dict[str, np.ndarray] = field(default_factory=dict)
     labels: list[dict[str, str]] = field(default_factory=lambda: [{}])
     gap: tuple[str, int, int] | None = None  # node, first missing scrape, first scrape back
+    energy: dict[str, np.ndarray] = field(default_factory=dict)  # per GPU uuid: the counter (mJ) per scrape
+    counter_reset: tuple[str, int] | None = None  # the healthy GPU whose driver reloads, and at which scrape
     label_index: dict[tuple[tuple[str, str], ...], int] = field(default_factory=dict)
 
     def present(self, ent: Entity) -> np.ndarray:
@@ -146,6 +154,28 @@ def _power_xid(cfg: SimConfig, m: Metrics, state: SimState, rng: np.random.Gener
         gone[x.at // step + 1:x.repaired // step] = True
 
 
+def _energy(cfg: SimConfig, m: Metrics, state: SimState) -> None:
+    step = cfg.scrape_interval_s
+    resets: dict[str, set[int]] = {}
+    for x in state.xids:
+        resets.setdefault(x.gpu, set()).add(x.repaired // step)
+    failing = {x.gpu for x in state.xids}
+    healthy = sorted(u for u in m.power if u not in failing)
+    if healthy and cfg.steps > 8:
+        m.counter_reset = (healthy[len(healthy) // 2], cfg.steps // 3 + 1)
+        resets.setdefault(m.counter_reset[0], set()).add(m.counter_reset[1])
+    for n, uuid in enumerate(sorted(m.power)):
+        increments = np.round(m.power[uuid] * step * 1000.0)  # mJ drawn from one scrape to the next
+        counter = np.empty(cfg.steps)
+        value = float((n + 1) * 7_919_000_000)  # mJ since the driver loaded, before the simulation
+        for k in range(cfg.steps):
+            if k in resets.get(uuid, ()):
+                value = 0.0
+            counter[k] = value
+            value += increments[k]
+        m.energy[uuid] = counter
+
+
 def build_metrics(cfg: SimConfig, cluster: Cluster, state: SimState, rng: np.random.Generator) -> Metrics:
     steps = cfg.steps
     m = Metrics(steps, cfg.scrape_interval_s, _entities(cluster, steps), {}, {},
@@ -157,4 +187,5 @@ def build_metrics(cfg: SimConfig, cluster: Cluster, state: SimState, rng: np.ran
         m.entities[key].util = np.minimum(total, 1.0)
     _quantise(m)
     _power_xid(cfg, m, state, rng)
+    _energy(cfg, m, state)
     return m

@@ -12,10 +12,14 @@ For the report window ``[S, E)`` and docs/ATTRIBUTION.md's rules:
   unallocated + unavailable`` is a real check (per GPU, node, GPU model, cluster);
 * failed: allocation of attempts that ended in failure; lost: their allocation after the last
   completed checkpoint *write* (restores do not count), the whole attempt without one;
+* energy: ``∫`` of the GPU's power over each allocation, weighted like busy by the slot's fraction
+  (whole, g/7, 1/4), where a scrape's power holds for one interval, or up to three across missing
+  scrapes (the energy counter rises by exactly that power from one scrape to the next, so a reader
+  of either gets the same joules);
 * business unit per the org version in force (versions start on whole hours, so every window
   has one version).
 
-Group values carry ``allocated/busy/failed/unobserved/lost_gpu_seconds``; groups ``node``,
+Group values carry ``allocated/busy/failed/unobserved/lost_gpu_seconds`` and ``energy_joules``; groups ``node``,
 ``gpu_model`` and ``cluster`` also carry ``capacity/unallocated/unavailable_gpu_seconds``.
 Groups without any allocation (team ``speech``) are absent.
 """
@@ -55,16 +59,18 @@ class _Acc:
     def __init__(self) -> None:
         self.units: dict[str, int] = defaultdict(int)  # allocated / failed / unobserved / lost in 1/UNIT
         self.busy: list[float] = []
+        self.energy: list[float] = []  # joules
 
-    def add(self, alloc: int, busy: float, failed: int, unobs: int, lost: int) -> None:
+    def add(self, alloc: int, busy: float, failed: int, unobs: int, lost: int, energy: float = 0.0) -> None:
         for name, value in (("allocated", alloc), ("failed", failed), ("unobserved", unobs), ("lost", lost)):
             self.units[name] += value
         self.busy.append(busy)
+        self.energy.append(energy)
 
     def out(self) -> dict[str, float]:
         d = {f"{f}_gpu_seconds": self.units[f] / UNIT for f in FIELDS if f != "busy"}
         d["busy_gpu_seconds"] = math.fsum(self.busy)
-        return {f"{f}_gpu_seconds": d[f"{f}_gpu_seconds"] for f in FIELDS}
+        return {**{f"{f}_gpu_seconds": d[f"{f}_gpu_seconds"] for f in FIELDS}, "energy_joules": math.fsum(self.energy)}
 
 
 def attempt_keys(attempt: Attempt, cluster_name: str) -> dict[str, str | None]:
@@ -85,10 +91,13 @@ class Truth:
         self.groups: dict[str, dict[str, _Acc]] = defaultdict(lambda: defaultdict(_Acc))
         self.gpu_acc: dict[str, _Acc] = defaultdict(_Acc)
         self.integrals: dict[str, tuple[StepIntegral, StepIntegral]] = {}
+        self.power: dict[str, StepIntegral] = {}  # per entity: the GPU's power as held (W)
         for key, ent in metrics.entities.items():
             values, unobs = observed(ent.util, metrics.present(ent))
             self.integrals[key] = (StepIntegral(values, cfg.scrape_interval_s, cfg.horizon),
                                    StepIntegral(unobs, cfg.scrape_interval_s, cfg.horizon))
+            watts, _ = observed(metrics.power[ent.gpu.uuid], metrics.present(ent))
+            self.power[key] = StepIntegral(watts, cfg.scrape_interval_s, cfg.horizon)
         self.attempts: list[dict[str, Any]] = []
         self.by_gpu: dict[str, list[Attempt]] = {}
 
@@ -116,10 +125,11 @@ class Truth:
                 for a, b, bu in self._bu_pieces(*span, keys["team"] or ""):
                     alloc = slot.weight * (b - a)
                     busy = slot.weight / UNIT * busy_i.over(a, b)
+                    energy = slot.weight / UNIT * self.power[slot.series].over(a, b)
                     unobs = slot.weight * int(round(unobs_i.over(a, b)))
                     lost_piece = clip(max(attempt.start, ckpt or attempt.start), b, a, b) if failed else None
                     lost = slot.weight * (lost_piece[1] - lost_piece[0]) if lost_piece else 0
-                    row = (alloc, busy, alloc if failed else 0, unobs, lost)
+                    row = (alloc, busy, alloc if failed else 0, unobs, lost, energy)
                     for group in ATTEMPT_GROUPS:
                         if keys[group] is not None:
                             self.groups[group][keys[group]].add(*row)  # type: ignore[index]

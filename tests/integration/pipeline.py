@@ -106,7 +106,7 @@ class Pipeline:
         try:
             rows = client.query(
                 "SELECT window_start, node, slot, kind, job_id, attempt, round(gpu_seconds, 6), "
-                "round(busy_seconds, 6), round(unobserved_seconds, 6) FROM current_facts "
+                "round(busy_seconds, 6), round(unobserved_seconds, 6), round(energy_joules, 3) FROM current_facts "
                 "ORDER BY window_start, node, slot, kind, job_id, attempt").result_rows
         finally:
             client.close()

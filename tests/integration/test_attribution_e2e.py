@@ -27,6 +27,7 @@ pytestmark = pytest.mark.integration
 
 ALLOC_TOL_S = 0.1  # GPU-seconds per row
 BUSY_REL_TOL = 0.005
+ENERGY_REL_TOL = 0.001
 
 
 def _truth(out: Path) -> dict:  # type: ignore[type-arg]
@@ -77,6 +78,11 @@ def _compare(pipeline: Pipeline, truth: dict, by: str) -> None:  # type: ignore[
         assert row["failed_gpu_hours"] * 3600 == pytest.approx(w["failed_gpu_seconds"], abs=ALLOC_TOL_S), key
         busy = w["busy_gpu_seconds"]
         assert row["busy_gpu_hours"] * 3600 == pytest.approx(busy, rel=BUSY_REL_TOL, abs=1.0), (by, key)
+        # the simulator's power as held, from the counter between scrapes and the power reading at a
+        # window's end: what one reading misses (a blank power value at a window's end) is noise
+        energy = w["energy_joules"]
+        assert energy > 0 or w["allocated_gpu_seconds"] < 1, (by, key)
+        assert row["energy_kwh"] * 3.6e6 == pytest.approx(energy, rel=ENERGY_REL_TOL, abs=100.0), (by, key)
     unalloc = got.get("__unallocated__", {"gpu_hours": 0.0})["gpu_hours"] * 3600
     assert unalloc == pytest.approx(truth["unallocated_gpu_seconds"], abs=ALLOC_TOL_S * 10), _unallocated_diff(
         pipeline, truth)

@@ -6,7 +6,8 @@ instances; ``namespace``/``pod``/``container`` while a pod holds the entity, ``h
 Slurm job does) plus ``instance`` and ``job`` added by Prometheus. A change of holder starts a
 new series of the same GPU. Points are ``[<unix seconds>, "<value>"]`` at every scrape the node
 answered (none during its gap). ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` only on nodes that have it;
-``DCGM_FI_DEV_GPU_UTIL`` not on MIG instances. One ``DCGM_FI_DEV_POWER_USAGE`` point holds a
+``DCGM_FI_DEV_GPU_UTIL`` not on MIG instances; the device's power and energy counter are repeated on
+every MIG instance's series, as dcgm-exporter does. One ``DCGM_FI_DEV_POWER_USAGE`` point holds a
 blank sentinel (a missing value, not an error); two points hold out-of-range values
 (:mod:`pipelines.simulator.anomalies`).
 
@@ -29,7 +30,7 @@ from pipelines.simulator.writers.common import prom_value, write_text
 DRIVER = "550.90.07"
 BLANK_INT64 = "9223372036854775794"
 METRICS = ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED",
-           "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_XID_ERRORS")
+           "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "DCGM_FI_DEV_XID_ERRORS")
 
 
 @dataclass
@@ -63,6 +64,8 @@ def _values(ent: Entity, m: Metrics, metric: str, cache: dict[float, str]) -> li
         arr = ent.fb
     elif metric == "DCGM_FI_DEV_POWER_USAGE":
         arr = m.power[ent.gpu.uuid]
+    elif metric == "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION":
+        arr = m.energy[ent.gpu.uuid]
     else:
         arr = m.xid[ent.gpu.uuid].astype(float)
     out = []

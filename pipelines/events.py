@@ -367,6 +367,10 @@ class PricingData(_Model):
     gpu_hourly: dict[str, NonNegative]  # GPU model ("H100") -> rate per GPU-hour
     monthly: SharedCosts = Field(default_factory=SharedCosts)
     idle_policy: Literal["spread", "platform", "by_allocation"] = "spread"
+    # what a kWh costs and emits: shown beside the GPU-hours (energy cost is part of the GPU-hour
+    # rate, not billed again); absent when not known
+    energy_per_kwh: NonNegative | None = None
+    carbon_g_per_kwh: NonNegative | None = None
 
 
 # --------------------------------------------------------------------------------------------

@@ -32,6 +32,8 @@ Pricing (example: ``tests/fixtures/reference/pricing.yaml``)::
         gpu_hourly: {H100: 2.50, H200: 3.10, A100: 1.60}   # per GPU-hour, by short GPU model name
         monthly: {network: 12000, storage: 8000, support: 5000, operations: 9000}
         idle_policy: spread        # spread | platform | by_allocation
+        energy_per_kwh: 0.12       # optional: what a kWh costs (part of the GPU-hour rate, shown)
+        carbon_g_per_kwh: 350      # optional: grams of CO2e per kWh
 
 An optional top-level ``kind: org`` / ``kind: pricing`` names the file's kind; without it the keys
 tell (``gpu_hourly`` -> pricing; ``business_units``/``namespaces``/``accounts`` -> org).

@@ -3,9 +3,11 @@
 -- version's effective_from; 1970-01-01 when none applies yet). lost_seconds: failed attempts'
 -- GPU-seconds held after their last completed checkpoint (the work a retry redoes), as
 -- failed_facts computes them (the checkpoint's own window counts its part after the checkpoint).
+-- energy_joules: the energy of those GPU-seconds.
 SELECT g.cluster AS cluster, g.gpu_model AS gpu_model, g.segment_start AS segment_start, g.kind AS kind,
        g.business_unit_ AS business_unit, g.team_ AS team, g.model_ AS model, g.gpu_seconds AS gpu_seconds,
-       g.busy_seconds AS busy_seconds, g.unobserved_seconds AS unobserved_seconds, ifNull(l.lost, 0.0) AS lost_seconds
+       g.busy_seconds AS busy_seconds, g.unobserved_seconds AS unobserved_seconds, ifNull(l.lost, 0.0) AS lost_seconds,
+       g.energy_joules AS energy_joules
 FROM
 (
     SELECT
@@ -18,7 +20,8 @@ FROM
         if(kind = 'allocated', model, '') AS model_,
         sum(gpu_seconds) AS gpu_seconds,
         sum(busy_seconds) AS busy_seconds,
-        sum(unobserved_seconds) AS unobserved_seconds
+        sum(unobserved_seconds) AS unobserved_seconds,
+        sum(energy_joules) AS energy_joules
     FROM resolved_facts
     WHERE window_start >= {start:DateTime64(3, 'UTC')} AND window_start < {end:DateTime64(3, 'UTC')}
     GROUP BY cluster, gpu_model, segment_start, kind, business_unit_, team_, model_

@@ -129,7 +129,8 @@ def _pricing_rows(e: ev.PricingEvent) -> tuple[list[Row], Row]:
               "gpu_model": model, "hourly_rate": rate} for model, rate in d.gpu_hourly.items()]
     shared = {"event_id": e.id, "cluster": e.cluster, "effective_from": d.effective_from, "currency": d.currency,
               "network": d.monthly.network, "storage": d.monthly.storage, "support": d.monthly.support,
-              "operations": d.monthly.operations, "idle_policy": d.idle_policy}
+              "operations": d.monthly.operations, "idle_policy": d.idle_policy,
+              "energy_per_kwh": d.energy_per_kwh, "carbon_g_per_kwh": d.carbon_g_per_kwh}
     return rates, shared
 
 

@@ -47,6 +47,20 @@ def test_demo_writes_everything_and_reconciles_with_reports(isolated_settings: S
     assert sum(r["failed_gpu_hours"] for r in failed) == pytest.approx(data["totals"]["failed_gpu_hours"])
     assert again["totals"] == pytest.approx(data["totals"]) and again["failures"] == data["failures"]
     _assert_files(out, [r["key"] for r in rows if not r["key"].startswith("__")])
+    _assert_energy(out, rows)
+
+
+def _assert_energy(out: Path, rows: list[dict[str, float]]) -> None:
+    """Every GPU-second's energy reaches the chargeback (owners' lines and the shared idle), priced
+    and weighed at the demo's 0.12 per kWh and 350 g per kWh."""
+    kwh = sum(r["energy_kwh"] for r in rows)
+    assert kwh > 2 * 8 * 2 * 0.05  # 32 GPU-hours, none of them below 50 W
+    _, lines = read(out / "focus-chargeback-2026-11.csv")
+    gpu_lines = [r for r in lines if r["x_CostTerm"] in ("compute", "retries", "idle")]
+    assert sum(float(r["x_EnergyKwh"]) for r in gpu_lines) == pytest.approx(kwh, rel=1e-6)
+    for r in gpu_lines:
+        assert float(r["x_EnergyCost"]) == pytest.approx(float(r["x_EnergyKwh"]) * 0.12, abs=1e-6)
+        assert float(r["x_CarbonKg"]) == pytest.approx(float(r["x_EnergyKwh"]) * 0.35, abs=1e-6)
 
 
 def _assert_files(out: Path, units: list[str]) -> None:

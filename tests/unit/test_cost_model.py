@@ -191,3 +191,30 @@ def test_price_book_from_the_pricing_file_format(tmp_path: Path) -> None:
     assert b.idle_policy_at(july) == "by_allocation" and b.idle_policy_at(july - timedelta(days=1)) == "spread"
     assert b.shared_at(july).monthly["storage"] == Decimal(9500)  # type: ignore[union-attr]
     assert b.currency == "USD"
+
+
+def _energy_book(price: str | None, carbon: float | None) -> PriceBook:
+    rates = [RateVersion(MAR1, "USD", {"H100": Decimal("2.50")})]
+    energy = None if price is None else Decimal(price)
+    shared = [SharedVersion(MAR1, "USD", dict(ZERO_SHARED), "spread", energy, carbon)]
+    return PriceBook.of(rates, shared)
+
+
+def test_energy_rides_on_the_gpu_lines_with_its_cost_and_emissions_and_bills_nothing_more() -> None:
+    # A holds 4 GPU-hours at 400 W (1.6 kWh), 1 of them lost after its checkpoint; 2 idle hours at 60 W
+    usage = [UsageSegment("H100", MAR1, "allocated", A, 4 * H, lost_seconds=1 * H, energy_joules=1.6 * 3.6e6),
+             UsageSegment("H100", MAR1, "allocated", B, 2 * H, energy_joules=0.8 * 3.6e6),
+             UsageSegment("H100", MAR1, "unallocated", ("", "", ""), 2 * H, energy_joules=0.12 * 3.6e6)]
+    priced = allocate_day(*day(MAR1), usage, _energy_book("0.12", 350.0), SharePolicy())
+    unpriced = allocate_day(*day(MAR1), usage, _energy_book(None, None), SharePolicy())
+    assert priced.total == unpriced.total == Decimal("20.00")  # energy is part of the GPU-hour rate
+    lines = {(ln.term, ln.owner[0]): ln for ln in priced.lines}
+    assert lines[("compute", "research")].energy_kwh == pytest.approx(1.2)
+    assert lines[("retries", "research")].energy_kwh == pytest.approx(0.4)
+    assert lines[("compute", "research")].energy_cost == Decimal("0.144")
+    assert lines[("retries", "research")].carbon_kg == pytest.approx(0.4 * 0.35)
+    # the idle pool's energy is shared like its cost: by allocated GPU-hours (A 4, B 2)
+    assert lines[("idle", "research")].energy_kwh == pytest.approx(0.08)
+    assert lines[("idle", "product")].energy_kwh == pytest.approx(0.04)
+    assert sum(ln.energy_kwh for ln in priced.lines) == pytest.approx(1.6 + 0.8 + 0.12)
+    assert all(ln.energy_cost is None and ln.carbon_kg is None for ln in unpriced.lines if ln.energy_kwh)

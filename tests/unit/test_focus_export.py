@@ -65,6 +65,15 @@ def test_gpu_usage_row() -> None:
     assert all(k in BY_NAME or k.startswith("x_") for k in row)
 
 
+def test_energy_columns_show_kwh_and_where_priced_its_cost_and_emissions() -> None:
+    priced = focus_row(line(energy_kwh=9.8, energy_cost=Decimal("1.176"), carbon_kg=3.43), "USD", PERIOD, CFG)
+    assert (priced["x_EnergyKwh"], priced["x_EnergyCost"], priced["x_CarbonKg"]) == ("9.800000", "1.176000", "3.430000")
+    assert priced["BilledCost"] == "51.45"  # the energy is part of the GPU-hour rate, not billed again
+    unpriced = focus_row(line(energy_kwh=9.8), "USD", PERIOD, CFG)
+    assert (unpriced["x_EnergyKwh"], unpriced["x_EnergyCost"], unpriced["x_CarbonKg"]) == ("9.800000", None, None)
+    assert not check_row(0, priced) and not check_row(0, unpriced)
+
+
 def test_shared_cost_row_has_no_resource_and_recurs_monthly() -> None:
     row = focus_row(network(), "USD", PERIOD, CFG)
     assert not check_row(0, row)

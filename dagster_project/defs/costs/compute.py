@@ -29,7 +29,8 @@ from dagster_project.defs.costs.pricing import SHARED_TERMS, PriceBook, shared_a
 
 COST_COLUMNS = ("day", "cluster", "currency", "term", "business_unit", "team", "model", "gpu_model", "price_from",
                 "unit_price", "pricing_unit", "quantity", "consumed_quantity", "consumed_unit", "basis", "cost",
-                "gpu_hours", "busy_gpu_hours", "idle_gpu_hours", "failure_waste_gpu_hours")
+                "gpu_hours", "busy_gpu_hours", "idle_gpu_hours", "failure_waste_gpu_hours", "energy_kwh",
+                "energy_cost", "carbon_kg")
 
 
 @dataclass
@@ -51,7 +52,8 @@ def fetch_segments(client: Client, start: datetime, end: datetime,
         owner: Owner = (str(r["business_unit"]), str(r["team"]), str(r["model"]))
         out[str(r["cluster"])].append(UsageSegment(
             str(r["gpu_model"]), _utc(r["segment_start"]), str(r["kind"]), owner, float(r["gpu_seconds"]),
-            float(r["busy_seconds"]), float(r["unobserved_seconds"]), float(r["lost_seconds"])))
+            float(r["busy_seconds"]), float(r["unobserved_seconds"]), float(r["lost_seconds"]),
+            float(r["energy_joules"])))
     return dict(out)
 
 
@@ -80,7 +82,8 @@ def cost_rows(day: Any, days: list[ClusterDay]) -> list[tuple[Any, ...]]:
     """Rows for ``cost_allocation_daily`` in ``COST_COLUMNS`` order."""
     return [(day, d.cluster, d.currency, ln.term, ln.owner[0], ln.owner[1], ln.owner[2], ln.gpu_model, ln.price_from,
              ln.unit_price, ln.pricing_unit, ln.quantity, ln.consumed_quantity, ln.consumed_unit, ln.basis, ln.cost,
-             ln.gpu_hours, ln.busy_gpu_hours, ln.idle_gpu_hours, ln.failure_waste_gpu_hours)
+             ln.gpu_hours, ln.busy_gpu_hours, ln.idle_gpu_hours, ln.failure_waste_gpu_hours, ln.energy_kwh,
+             ln.energy_cost, ln.carbon_kg)
             for d in days for ln in d.allocation.lines]
 
 
@@ -90,7 +93,9 @@ def line_from_row(r: dict[str, Any]) -> tuple[str, str, CostLine]:
                     _utc(r["price_from"]), Decimal(r["unit_price"]), str(r["pricing_unit"]),
                     float(r["quantity"]), float(r["consumed_quantity"]), str(r["consumed_unit"]), str(r["basis"]),
                     Decimal(r.get("exact_cost", r["cost"])), float(r["gpu_hours"]), float(r["busy_gpu_hours"]),
-                    float(r["idle_gpu_hours"]), float(r["failure_waste_gpu_hours"]))
+                    float(r["idle_gpu_hours"]), float(r["failure_waste_gpu_hours"]), float(r.get("energy_kwh") or 0.0),
+                    None if r.get("energy_cost") is None else Decimal(r["energy_cost"]),
+                    None if r.get("carbon_kg") is None else float(r["carbon_kg"]))
     return str(r["cluster"]), str(r["currency"]), line
 
 

@@ -15,6 +15,11 @@ Terms (per cluster and day):
   over the seconds of their month, then shared to owners by the term's basis
   (:class:`SharePolicy`).
 
+Energy rides along, it is not a term: every GPU line carries the kWh of its GPU-seconds (the
+retries line the lost part of the attempt's energy, an idle line its share of the idle pool's), and
+where the price version in force gives them, what that energy cost (``energy_per_kwh``, a part of
+the GPU-hour rate shown, never billed again) and emitted (``carbon_g_per_kwh``).
+
 Whatever no owner takes (the ``platform`` idle policy, idle capacity of a pool nobody used under
 ``by_allocation``, any cost of a day without allocations) stays on the platform's unshared
 remainder line (business unit ``__platform__``). Pro-rata shares are rounded down to 1e-12 and the
@@ -77,6 +82,7 @@ class UsageSegment:
     busy_seconds: float = 0.0
     unobserved_seconds: float = 0.0
     lost_seconds: float = 0.0  # failed attempts' seconds after their last checkpoint
+    energy_joules: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -96,6 +102,9 @@ class CostLine:
     busy_gpu_hours: float = 0.0
     idle_gpu_hours: float = 0.0
     failure_waste_gpu_hours: float = 0.0
+    energy_kwh: float = 0.0
+    energy_cost: Decimal | None = None  # None: no energy price in force
+    carbon_kg: float | None = None  # None: no carbon intensity in force
 
     def key(self) -> tuple[object, ...]:
         return (self.term, self.owner, self.gpu_model, self.price_from, self.unit_price, self.pricing_unit,
@@ -113,6 +122,19 @@ class DayAllocation:
 def gpu_cost(seconds: float, hourly: Decimal) -> Decimal:
     """Cost of ``seconds`` GPU-seconds at ``hourly`` per GPU-hour, to 1e-12."""
     return (Decimal(repr(float(seconds))) * hourly / HOUR).quantize(Q12)
+
+
+def with_energy(line: CostLine, kwh: float, book: PriceBook, at: datetime) -> CostLine:
+    """``line`` carrying ``kwh``, its cost and its emissions at the energy price in force at ``at``."""
+    price, carbon = book.energy_at(at)
+    cost = None if price is None else (Decimal(repr(float(kwh))) * price).quantize(Q12)
+    return replace(line, energy_kwh=kwh, energy_cost=cost, carbon_kg=None if carbon is None else kwh * carbon / 1000)
+
+
+def _plus(a: float | Decimal | None, b: float | Decimal | None) -> float | Decimal | None:
+    if a is None:
+        return b
+    return a if b is None else a + b  # type: ignore[operator]
 
 
 def pro_rata(amount: Decimal, weights: dict[Owner, float]) -> dict[Owner, Decimal]:
@@ -159,13 +181,17 @@ def direct_lines(segments: list[UsageSegment], book: PriceBook, alloc: DayAlloca
         idle = max(s.gpu_seconds - s.busy_seconds - s.unobserved_seconds, 0.0)
         kept_cost, lost_cost = gpu_cost(kept, price), gpu_cost(lost, price)
         alloc.total += kept_cost + lost_cost
-        lines.append(CostLine("compute", s.owner, s.gpu_model, since, price, GPU_HOURS, kept / 3600, kept / 3600,
-                              GPU_HOURS, "direct", kept_cost, gpu_hours=kept / 3600,
-                              busy_gpu_hours=s.busy_seconds / 3600, idle_gpu_hours=idle / 3600))
+        kwh = s.energy_joules / 3.6e6
+        lost_kwh = kwh * lost / s.gpu_seconds if s.gpu_seconds > 0 else 0.0
+        lines.append(with_energy(CostLine("compute", s.owner, s.gpu_model, since, price, GPU_HOURS, kept / 3600,
+                                          kept / 3600, GPU_HOURS, "direct", kept_cost, gpu_hours=kept / 3600,
+                                          busy_gpu_hours=s.busy_seconds / 3600, idle_gpu_hours=idle / 3600),
+                                 kwh - lost_kwh, book, s.segment_start))
         if lost > 0:
-            lines.append(CostLine("retries", s.owner, s.gpu_model, since, price, GPU_HOURS, lost / 3600, lost / 3600,
-                                  GPU_HOURS, "direct", lost_cost, gpu_hours=lost / 3600,
-                                  failure_waste_gpu_hours=lost / 3600))
+            lines.append(with_energy(CostLine("retries", s.owner, s.gpu_model, since, price, GPU_HOURS, lost / 3600,
+                                              lost / 3600, GPU_HOURS, "direct", lost_cost, gpu_hours=lost / 3600,
+                                              failure_waste_gpu_hours=lost / 3600),
+                                     lost_kwh, book, s.segment_start))
     return lines
 
 
@@ -182,10 +208,14 @@ def allocate_idle(segments: list[UsageSegment], book: PriceBook, alloc: DayAlloc
     - ``platform``: not shared; all idle cost stays on the platform's unshared remainder line.
     """
     pools: dict[tuple[str, datetime, Decimal], float] = defaultdict(float)
+    pool_joules: dict[tuple[str, datetime, Decimal], float] = defaultdict(float)
+    pool_start: dict[tuple[str, datetime, Decimal], datetime] = {}
     for s in segments:
         if s.kind in ("unallocated", "unavailable") and s.gpu_seconds > 0:
             price, since = _price(book, s, alloc)
             pools[(s.gpu_model, since, price)] += s.gpu_seconds
+            pool_joules[(s.gpu_model, since, price)] += s.energy_joules
+            pool_start.setdefault((s.gpu_model, since, price), s.segment_start)
     everyone = allocated_weights(segments)
     lines: list[CostLine] = []
     for (gpu_model, since, price), seconds in sorted(pools.items()):
@@ -199,10 +229,12 @@ def allocate_idle(segments: list[UsageSegment], book: PriceBook, alloc: DayAlloc
             weights = {}
         cost = gpu_cost(seconds, price)
         alloc.total += cost
+        pool_kwh = pool_joules[(gpu_model, since, price)] / 3.6e6
         for line in _spread("idle", cost, weights, idle_policy, since, price, GPU_HOURS, seconds / 3600,
                             GPU_HOURS, seconds / 3600):
             hours = line.quantity
-            lines.append(replace(line, gpu_model=gpu_model, gpu_hours=hours, idle_gpu_hours=hours))
+            lines.append(with_energy(replace(line, gpu_model=gpu_model, gpu_hours=hours, idle_gpu_hours=hours),
+                                     pool_kwh * hours / (seconds / 3600), book, pool_start[(gpu_model, since, price)]))
     return lines
 
 
@@ -226,7 +258,10 @@ def merge_lines(lines: Iterable[CostLine]) -> list[CostLine]:
             cost=prev.cost + line.cost, gpu_hours=prev.gpu_hours + line.gpu_hours,
             busy_gpu_hours=prev.busy_gpu_hours + line.busy_gpu_hours,
             idle_gpu_hours=prev.idle_gpu_hours + line.idle_gpu_hours,
-            failure_waste_gpu_hours=prev.failure_waste_gpu_hours + line.failure_waste_gpu_hours)
+            failure_waste_gpu_hours=prev.failure_waste_gpu_hours + line.failure_waste_gpu_hours,
+            energy_kwh=prev.energy_kwh + line.energy_kwh,
+            energy_cost=_plus(prev.energy_cost, line.energy_cost),  # type: ignore[arg-type]
+            carbon_kg=_plus(prev.carbon_kg, line.carbon_kg))  # type: ignore[arg-type]
     return [merged[k] for k in sorted(merged, key=repr)]
 
 

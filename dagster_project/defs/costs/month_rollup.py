@@ -18,7 +18,7 @@ UNIT_COLUMNS = ("month", "cluster", "currency", "compute", "network", "storage",
 CHARGEBACK_COLUMNS = ("month", "cluster", "currency", "term", "business_unit", "team", "model", "gpu_model",
                       "price_from", "unit_price", "pricing_unit", "quantity", "consumed_quantity", "consumed_unit",
                       "basis", "exact_cost", "cost", "gpu_hours", "busy_gpu_hours", "idle_gpu_hours",
-                      "failure_waste_gpu_hours")
+                      "failure_waste_gpu_hours", "energy_kwh", "energy_cost", "carbon_kg")
 
 
 @dataclass
@@ -78,5 +78,6 @@ def chargeback_rows(month: Month, first: Any) -> list[tuple[Any, ...]]:
     return [(first, c.cluster, month.currency[c.cluster], c.line.term, c.line.owner[0], c.line.owner[1],
              c.line.owner[2], c.line.gpu_model, c.line.price_from, c.line.unit_price, c.line.pricing_unit,
              c.line.quantity, c.line.consumed_quantity, c.line.consumed_unit, c.line.basis, c.exact, c.cents,
-             c.line.gpu_hours, c.line.busy_gpu_hours, c.line.idle_gpu_hours, c.line.failure_waste_gpu_hours)
+             c.line.gpu_hours, c.line.busy_gpu_hours, c.line.idle_gpu_hours, c.line.failure_waste_gpu_hours,
+             c.line.energy_kwh, c.line.energy_cost, c.line.carbon_kg)
             for c in month.lines]

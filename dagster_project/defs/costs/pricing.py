@@ -36,6 +36,8 @@ class SharedVersion:
     currency: str
     monthly: dict[str, Decimal]  # network | storage | support | operations -> per calendar month
     idle_policy: IdlePolicy = "spread"
+    energy_per_kwh: Decimal | None = None  # shown beside the GPU-hours, not billed again
+    carbon_g_per_kwh: float | None = None
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,11 @@ class PriceBook:
     def shared_at(self, at: datetime) -> SharedVersion | None:
         i = bisect.bisect_right(self._shared_starts, at) - 1
         return self.shared[i] if i >= 0 else None
+
+    def energy_at(self, at: datetime) -> tuple[Decimal | None, float | None]:
+        """(price per kWh, grams of CO2e per kWh) in force at ``at``; None where not given."""
+        version = self.shared_at(at)
+        return (version.energy_per_kwh, version.carbon_g_per_kwh) if version else (None, None)
 
     def idle_policy_at(self, at: datetime) -> IdlePolicy:
         version = self.shared_at(at)

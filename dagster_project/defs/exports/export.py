@@ -43,7 +43,8 @@ def lines_of(month: Month) -> list[dict[str, Any]]:
              "quantity": c.line.quantity, "consumed_quantity": c.line.consumed_quantity,
              "consumed_unit": c.line.consumed_unit, "basis": c.line.basis, "exact_cost": c.exact, "cost": c.cents,
              "gpu_hours": c.line.gpu_hours, "busy_gpu_hours": c.line.busy_gpu_hours,
-             "idle_gpu_hours": c.line.idle_gpu_hours, "failure_waste_gpu_hours": c.line.failure_waste_gpu_hours}
+             "idle_gpu_hours": c.line.idle_gpu_hours, "failure_waste_gpu_hours": c.line.failure_waste_gpu_hours,
+             "energy_kwh": c.line.energy_kwh, "energy_cost": c.line.energy_cost, "carbon_kg": c.line.carbon_kg}
             for c in month.lines]
 
 

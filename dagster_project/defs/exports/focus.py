@@ -4,8 +4,10 @@ Every row is a ``Usage`` charge of one month (the billing and charge period), in
 currency; Billed, Effective, List and Contracted cost are the line's cents (internal prices have no
 discounts). The billing account is the cluster, the sub account the business unit; the platform's
 unshared remainder is the sub account ``__platform__``. Provider-defined tags carry the prefix
-``gpuledger/``. No invoice, issued or provisional, carries these charges (the chargeback is internal
-and gpuledger issues no invoice document), so InvoiceId is null on every row, as FOCUS 1.2 requires.
+``gpuledger/``. ``x_EnergyKwh``, ``x_EnergyCost`` and ``x_CarbonKg`` give the energy of a line's
+GPU-hours, what it cost (included in BilledCost) and emitted, where the prices say. No invoice,
+issued or provisional, carries these charges (the chargeback is internal and gpuledger issues no
+invoice document), so InvoiceId is null on every row, as FOCUS 1.2 requires.
 """
 
 from __future__ import annotations
@@ -104,6 +106,11 @@ def focus_row(line: dict[str, Any], currency: str, period: tuple[datetime, datet
         "x_GpuHours": dec(gpu_hours, 6), "x_BusyGpuHours": dec(line["busy_gpu_hours"], 6),
         "x_IdleShare": dec(float(line["idle_gpu_hours"]) / gpu_hours, 6) if gpu_hours > 0 else None,
         "x_FailureWasteGpuHours": dec(line["failure_waste_gpu_hours"], 6),
+        # energy of the line's GPU-hours; its cost is part of BilledCost (the GPU-hour rate), shown
+        # where the price version gives a price per kWh, and its emissions where it gives an intensity
+        "x_EnergyKwh": dec(line.get("energy_kwh") or 0.0, 6),
+        "x_EnergyCost": None if line.get("energy_cost") is None else dec(Decimal(line["energy_cost"]), 6),
+        "x_CarbonKg": None if line.get("carbon_kg") is None else dec(line["carbon_kg"], 6),
     })
     if gpu_row:
         row.update({"ResourceId": f"{cluster}/gpu-pool/{line['gpu_model']}",

@@ -97,7 +97,8 @@ CUSTOM: tuple[tuple[str, Kind], ...] = (
     ("x_Cluster", "string"), ("x_BusinessUnit", "string"), ("x_Team", "string"), ("x_Model", "string"),
     ("x_GpuModel", "string"), ("x_CostTerm", "string"), ("x_AllocationBasis", "string"),
     ("x_GpuHours", "decimal"), ("x_BusyGpuHours", "decimal"), ("x_IdleShare", "decimal"),
-    ("x_FailureWasteGpuHours", "decimal"),
+    ("x_FailureWasteGpuHours", "decimal"), ("x_EnergyKwh", "decimal"), ("x_EnergyCost", "decimal"),
+    ("x_CarbonKg", "decimal"),
 )
 HEADER: tuple[str, ...] = tuple(c.name for c in COLUMNS) + tuple(name for name, _ in CUSTOM)
 KINDS: dict[str, Kind] = {**{c.name: c.kind for c in COLUMNS}, **dict(CUSTOM)}

@@ -35,4 +35,6 @@ def write_pricing(path: Path, cfg: SimConfig, effective_from: int) -> None:
         f"    gpu_hourly: {{{hourly}}}",
         f"    monthly: {{{monthly}}}",
         "    idle_policy: spread",
+        "    energy_per_kwh: 0.12          # shown beside the GPU-hours (part of the GPU-hour rate)",
+        "    carbon_g_per_kwh: 350",
     ]) + "\n")

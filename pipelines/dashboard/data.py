@@ -78,11 +78,13 @@ def collect(client: Client, cluster: str, start: datetime, end: datetime) -> dic
 
 
 def totals(data: dict[str, Any]) -> dict[str, float]:
-    """Allocated / busy / idle / failed GPU-hours and capacity, from the by-business-unit rows."""
+    """Allocated / busy / idle / failed GPU-hours, capacity and energy, from the by-business-unit rows."""
     owned = [r for r in data["gpu_hours_by_business_unit"] if not str(r["key"]).startswith("__")]
     out = {k: sum(float(r[k]) for r in owned) for k in ("allocated_gpu_hours", "busy_gpu_hours", "idle_gpu_hours",
                                                          "failed_gpu_hours", "unobserved_gpu_hours")}
     out["capacity_gpu_hours"] = sum(float(r["gpu_hours"]) for r in data["gpu_hours_by_business_unit"])
+    # every GPU's energy, held or not (the owners' and the unallocated and unavailable capacity's)
+    out["energy_kwh"] = sum(float(r["energy_kwh"]) for r in data["gpu_hours_by_business_unit"])
     for kind in ("unallocated", "unavailable"):
         out[f"{kind}_gpu_hours"] = sum(float(r["gpu_hours"]) for r in data["gpu_hours_by_business_unit"]
                                        if r["key"] == f"__{kind}__")

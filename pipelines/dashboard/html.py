@@ -22,7 +22,7 @@ h1{font-size:22px;margin:0 0 4px} h2{font-size:16px;margin:24px 0 8px} .sub{colo
 td,th{border-bottom:1px solid #eee;padding:4px 10px;text-align:left} td.n,th.n{text-align:right}
 tr.total td{font-weight:bold;border-top:2px solid #999} .bad{color:#c00;font-weight:bold}
 """
-HOURS_COLS = ("allocated_gpu_hours", "busy_gpu_hours", "idle_gpu_hours", "failed_gpu_hours", "gpu_hours")
+HOURS_COLS = ("allocated_gpu_hours", "busy_gpu_hours", "idle_gpu_hours", "failed_gpu_hours", "gpu_hours", "energy_kwh")
 
 
 def _num(value: Any) -> str:
@@ -101,7 +101,8 @@ def render(data: dict[str, Any], note: str = "") -> str:
     currency = next((r["currency"] for r in data["daily_cost_by_business_unit"]), "")
     kpis = [("total cost", f"{t['cost']:,.2f} {currency}"), ("capacity GPU-h", f"{t['capacity_gpu_hours']:,.1f}"),
             ("allocated GPU-h", f"{t['allocated_gpu_hours']:,.1f}"), ("busy GPU-h", f"{t['busy_gpu_hours']:,.1f}"),
-            ("idle GPU-h", f"{t['idle_gpu_hours']:,.1f}"), ("failed GPU-h", f"{t['failed_gpu_hours']:,.1f}")]
+            ("idle GPU-h", f"{t['idle_gpu_hours']:,.1f}"), ("failed GPU-h", f"{t['failed_gpu_hours']:,.1f}"),
+            ("energy kWh", f"{t['energy_kwh']:,.1f}")]
     cards = "".join(f'<div class="card chart" id="chart-{cid}"><h2>{escape(title)}</h2>{svg}</div>'
                     for cid, (title, svg) in charts(data).items())
     cols = ["key", *HOURS_COLS]

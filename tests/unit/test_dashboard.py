@@ -15,7 +15,8 @@ from pipelines.dashboard.data import burn_by_reason, totals
 
 def _hours(key: str, alloc: float, busy: float, failed: float, total: float | None = None) -> dict[str, Any]:
     return {"key": key, "allocated_gpu_hours": alloc, "busy_gpu_hours": busy, "failed_gpu_hours": failed,
-            "unobserved_gpu_hours": 0.0, "idle_gpu_hours": alloc - busy, "gpu_hours": alloc if total is None else total}
+            "unobserved_gpu_hours": 0.0, "idle_gpu_hours": alloc - busy, "gpu_hours": alloc if total is None else total,
+            "energy_kwh": 0.4 * (alloc if total is None else total)}
 
 
 def sample() -> dict[str, Any]:
@@ -110,6 +111,9 @@ def test_totals_rows_reconcile_and_degraded_fabric_is_flagged() -> None:
     assert float(total["gpu_hours"].replace(",", "")) == 180.0  # the unallocated row counts in capacity
     assert data["totals"]["capacity_gpu_hours"] == 180.0 and data["totals"]["unallocated_gpu_hours"] == 30.0
     assert data["totals"]["cost"] == pytest.approx(370.75)
+    assert data["totals"]["energy_kwh"] == pytest.approx(0.4 * 180.0)  # every GPU's, held or not
+    assert float(total["energy_kwh"].replace(",", "")) == pytest.approx(72.0)
+    assert "energy kWh<b>72.0</b>" in doc
     assert len(re.findall(r'fill="#d00">[^<]* !</text>', doc)) == 1  # one degraded label
     assert doc.count('stroke="#d00"') == 2  # both bars of the degraded node set, no others
 

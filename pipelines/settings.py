@@ -8,11 +8,12 @@ documented in ``infra/.env.example``. Secrets come only from the environment and
 from __future__ import annotations
 
 from functools import lru_cache
+from ipaddress import IPv4Address
 from pathlib import Path
 from typing import TYPE_CHECKING, Self
 from urllib.parse import urlparse
 
-from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
+from pydantic import AliasChoices, Field, IPvAnyAddress, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 if TYPE_CHECKING:  # faust is imported only by the processes that run it
@@ -87,6 +88,9 @@ class Settings(BaseSettings):
 
     metrics_port: int = Field(default=0, ge=0, le=65535, description="/metrics of a collector (and of stream "
                               "worker N at this port + N); 0: none")
+    metrics_host: IPvAnyAddress = Field(
+        default=IPv4Address("127.0.0.1"),
+        description="address /metrics binds to: loopback by default; 0.0.0.0 in a pod, for Prometheus and probes")
 
     # --- attribution --------------------------------------------------------------------------
     window_seconds: int = Field(default=60, ge=1, le=3600)
@@ -180,6 +184,7 @@ class Settings(BaseSettings):
             "GPULEDGER_ALLOWED_LATENESS_SECONDS": str(self.allowed_lateness_seconds),
             "GPULEDGER_FUTURE_TOLERANCE_SECONDS": str(self.future_tolerance_seconds),
             "GPULEDGER_METRICS_PORT": str(self.metrics_port),
+            "GPULEDGER_METRICS_HOST": str(self.metrics_host),
             "KAFKA_SECURITY_PROTOCOL": self.kafka_security_protocol,
             "KAFKA_SASL_MECHANISM": self.kafka_sasl_mechanism or "",
             "KAFKA_SASL_USERNAME": self.kafka_sasl_username or "",

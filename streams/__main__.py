@@ -24,7 +24,7 @@ def main(argv: list[str] | None = None) -> None:
     from streams.app import create_app
 
     settings = get_settings()
-    serve_metrics(settings.metrics_port + args.index if settings.metrics_port else 0)
+    serve_metrics(settings.metrics_port + args.index if settings.metrics_port else 0, str(settings.metrics_host))
     app = create_app(settings)
     # The worker allocates many short-lived objects per batch (decoded events, columns, facts);
     # with the default thresholds the collector keeps rescanning the long-lived ones (the app,

@@ -152,7 +152,8 @@ def execute(collector: Collector, name: str, *, follow: bool, once: bool, interv
         metrics.COLLECTOR_POLL_ERRORS.labels(name).inc()
         _failure(exc)
 
-    metrics.serve_metrics(get_settings().metrics_port)
+    settings = get_settings()
+    metrics.serve_metrics(settings.metrics_port, str(settings.metrics_host))
     options: dict[str, Any] = {"follow": follow and not once, "interval_s": interval, "stop": stop,
                                "max_failures": max_failures, "on_batch": on_batch,
                                "on_failure": on_failure, "max_polls": 1 if once else None}

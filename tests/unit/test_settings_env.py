@@ -105,3 +105,31 @@ def test_incomplete_kafka_security_is_refused_without_echoing_secrets(settings: 
         Settings(**settings)  # type: ignore[arg-type]
     assert "KAFKA_SECURITY_PROTOCOL" in str(refused.value)
     assert "hunter2" not in str(refused.value)
+
+
+def test_metrics_bind_to_the_configured_address_for_probes_and_scrapes_in_a_pod(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Loopback by default (a laptop exposes nothing); a pod sets GPULEDGER_METRICS_HOST=0.0.0.0 so
+    the kubelet's probes and Prometheus reach /metrics; a worker started by `up` inherits it."""
+    import socket
+    import urllib.request
+
+    from pipelines.metrics import serve_metrics
+
+    assert str(Settings().metrics_host) == "127.0.0.1"
+    monkeypatch.setenv("GPULEDGER_METRICS_HOST", "0.0.0.0")  # noqa: S104
+    settings = Settings()
+    assert settings.process_env()["GPULEDGER_METRICS_HOST"] == "0.0.0.0"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    serve_metrics(port, str(settings.metrics_host))
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:  # this machine's non-loopback address
+        probe.connect(("10.255.255.255", 1))  # a UDP "connect" sends nothing; it picks the route's address
+        own = probe.getsockname()[0]
+    assert not own.startswith("127."), "the test needs an address beside loopback"
+    with urllib.request.urlopen(f"http://{own}:{port}/metrics", timeout=5) as answer:  # noqa: S310
+        assert answer.status == 200 and b"python_info" in answer.read()
+    monkeypatch.setenv("GPULEDGER_METRICS_HOST", "all")
+    with pytest.raises(ValidationError, match="metrics_host"):
+        Settings()

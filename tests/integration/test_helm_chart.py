@@ -1,0 +1,238 @@
+"""The Helm chart (infra/helm/gpuledger): linted with ``helm lint --strict``, rendered with the
+default values and with every option on, and every rendered object decoded strictly into its
+Kubernetes API type by ``manifestcheck`` (client-go's scheme and the Prometheus Operator's types:
+an unknown field fails). Then what the objects say: the collector's RBAC, the PodResources
+DaemonSet, non-root containers, one image, the copies of the alert rules and the dashboard.
+
+helm (built from its Go module) and manifestcheck (tools/manifestcheck) are built by
+``scripts/setup.d/helm.sh`` into ~/.cache/gpuledger/bin."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+CHART = REPO / "infra/helm/gpuledger"
+ALL_OPTIONS = CHART / "ci/all-options-values.yaml"
+BIN = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "gpuledger" / "bin"
+VARIANTS = {
+    "default": [],
+    "all-options": ["-f", str(ALL_OPTIONS)],
+    # the single collector with its state on a volume, Dagster on an existing PostgreSQL, a
+    # Secret written by the chart
+    "persistent-external": ["--set", "collectors.kubernetes.persistence.enabled=true",
+                            "--set", "dagster.postgresql.bundled=false",
+                            "--set", "dagster.postgresql.host=pg.db.svc",
+                            "--set", "secrets.create=true", "--set", "secrets.values.CLICKHOUSE_PASSWORD=x"],
+}
+WORKLOADS = ("Deployment", "DaemonSet", "StatefulSet", "Job")
+
+
+def tool(name: str) -> Path:
+    path = BIN / name
+    if not path.exists():
+        pytest.fail(f"{path} is missing: run bash scripts/setup.sh (scripts/setup.d/helm.sh builds it)")
+    return path
+
+
+@pytest.fixture(scope="module")
+def helm_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """helm with its own cache, config and data: it reads or writes nothing of the machine's."""
+    home = tmp_path_factory.mktemp("helm")
+    return {**os.environ, "HELM_CACHE_HOME": str(home / "cache"), "HELM_CONFIG_HOME": str(home / "config"),
+            "HELM_DATA_HOME": str(home / "data")}
+
+
+def helm(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(tool("helm")), *args], capture_output=True, text=True, env=env, timeout=120,
+                          check=False)
+
+
+def render(env: dict[str, str], variant: str) -> str:
+    done = helm(env, "template", "gl", str(CHART), "--namespace", "gpuledger", *VARIANTS[variant])
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def objects(text: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(text) if d]
+
+
+def check(text: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(tool("manifestcheck")), "k8s", "-"], input=text, capture_output=True, text=True,
+                          timeout=120, check=False)
+
+
+def pod_spec(obj: dict[str, Any]) -> dict[str, Any]:
+    spec: dict[str, Any] = obj["spec"]["template"]["spec"]
+    return spec
+
+
+@pytest.fixture(scope="module")
+def rendered(helm_env: dict[str, str]) -> dict[str, list[dict[str, Any]]]:
+    return {variant: objects(render(helm_env, variant)) for variant in VARIANTS}
+
+
+@pytest.mark.parametrize("variant", ["default", "all-options"])
+def test_the_chart_lints_strictly(helm_env: dict[str, str], variant: str) -> None:
+    done = helm(helm_env, "lint", "--strict", str(CHART), *VARIANTS[variant])
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "0 chart(s) failed" in done.stdout and "[WARNING]" not in done.stdout and "[ERROR]" not in done.stdout
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_every_rendered_object_decodes_strictly_into_its_api_type(helm_env: dict[str, str], variant: str) -> None:
+    text = render(helm_env, variant)
+    done = check(text)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert len(lines) == len(objects(text)) and all(line.startswith("ok ") for line in lines)
+
+
+def test_the_validator_refuses_unknown_fields_and_kinds() -> None:
+    deployment: dict[str, Any] = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "x"},
+                  "spec": {"selector": {"matchLabels": {"a": "b"}},
+                           "template": {"metadata": {"labels": {"a": "b"}},
+                                        "spec": {"containers": [{"name": "c", "image": "i"}]}}}}
+    assert check(yaml.safe_dump(deployment)).returncode == 0
+    typo = yaml.safe_dump({**deployment, "spec": {**deployment["spec"], "replica": 2}})
+    done = check(typo)
+    assert done.returncode == 1 and 'unknown field "spec.replica"' in done.stdout
+    template: dict[str, Any] = deployment["spec"]["template"]
+    bad_container = {**deployment, "spec": {**deployment["spec"], "template": {
+        **template, "spec": {"containers": [{"name": "c", "image": "i", "imagePullPolicyy": "Always"}]}}}}
+    done = check(yaml.safe_dump(bad_container))
+    assert done.returncode == 1 and "imagePullPolicyy" in done.stdout
+    rule = {"apiVersion": "monitoring.coreos.com/v1", "kind": "PrometheusRule", "metadata": {"name": "r"},
+            "spec": {"groups": [{"name": "g", "rules": [{"alert": "A", "expr": "up == 0", "fore": "5m"}]}]}}
+    done = check(yaml.safe_dump(rule))
+    assert done.returncode == 1 and "fore" in done.stdout
+    done = check(yaml.safe_dump({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}}))
+    assert done.returncode == 1 and "unknown apiVersion/kind" in done.stdout
+    done = check("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\nmetadata: {name: b}\n")
+    assert done.returncode == 1  # a duplicated key
+
+
+def test_the_collector_may_only_get_list_and_watch_pods_and_nodes(
+        rendered: dict[str, list[dict[str, Any]]]) -> None:
+    for variant, objs in rendered.items():
+        roles = [o for o in objs if o["kind"] in ("Role", "ClusterRole")]
+        assert len(roles) == 1, variant
+        grants = {(group, resource, verb) for rule in roles[0]["rules"] for group in rule.get("apiGroups", [])
+                  for resource in rule.get("resources", []) for verb in rule.get("verbs", [])}
+        assert grants == {("", r, v) for r in ("pods", "nodes") for v in ("get", "list", "watch")}, variant
+        assert all(set(rule) <= {"apiGroups", "resources", "verbs"} for rule in roles[0]["rules"]), variant
+        bindings = [o for o in objs if o["kind"] in ("RoleBinding", "ClusterRoleBinding")]
+        assert [b["roleRef"]["name"] for b in bindings] == [roles[0]["metadata"]["name"]]
+        account = bindings[0]["subjects"][0]["name"]
+        users = {o["metadata"]["name"] for o in objs if o["kind"] in WORKLOADS
+                 and pod_spec(o).get("serviceAccountName") == account}
+        assert users and all("collector-" in name for name in users), variant
+        # no other pod carries an API token
+        for o in objs:
+            if o["kind"] in WORKLOADS and o["metadata"]["name"] not in users:
+                assert pod_spec(o).get("automountServiceAccountToken") is False, o["metadata"]["name"]
+
+
+def test_pod_resources_runs_one_collector_per_gpu_node_instead_of_the_single_one(
+        rendered: dict[str, list[dict[str, Any]]]) -> None:
+    def collectors(variant: str) -> dict[str, dict[str, Any]]:
+        names = ("collector-podresources", "collector-kubernetes")
+        return {o["kind"]: o for o in rendered[variant]
+                if o["kind"] in WORKLOADS and any(n in o["metadata"]["name"] for n in names)}
+
+    single = collectors("default")
+    assert set(single) == {"Deployment"} and single["Deployment"]["spec"]["replicas"] == 1
+    per_node = collectors("all-options")
+    assert set(per_node) == {"DaemonSet"}
+    spec = pod_spec(per_node["DaemonSet"])
+    command = spec["containers"][0]["command"]
+    assert "--node-name=$(NODE_NAME)" in command
+    assert "--pod-resources-socket=/var/lib/kubelet/pod-resources/kubelet.sock" in command
+    env = {e["name"]: e for e in spec["containers"][0]["env"]}
+    assert env["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
+    host = {v["name"]: v for v in spec["volumes"] if "hostPath" in v}
+    assert [v["hostPath"]["path"] for v in host.values()] == ["/var/lib/kubelet/pod-resources"]
+    mounts = {m["name"]: m for m in spec["containers"][0]["volumeMounts"]}
+    assert all(mounts[name]["readOnly"] is True for name in host)
+    assert spec["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+
+
+def test_containers_run_unprivileged_from_one_image(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    for variant, objs in rendered.items():
+        images = set()
+        for o in (o for o in objs if o["kind"] in WORKLOADS):
+            spec = pod_spec(o)
+            name = o["metadata"]["name"]
+            for c in spec["containers"]:
+                sc = c.get("securityContext", {})
+                assert sc.get("allowPrivilegeEscalation") is False, (variant, name)
+                assert sc.get("capabilities", {}).get("drop") == ["ALL"], (variant, name)
+                assert sc.get("readOnlyRootFilesystem") is True, (variant, name)
+                if "podresources" in name:  # the kubelet socket is root's: documented in values.yaml
+                    assert sc.get("runAsUser") == 0
+                    continue
+                user = sc.get("runAsUser", spec.get("securityContext", {}).get("runAsUser"))
+                assert user not in (None, 0), (variant, name)
+                assert sc.get("runAsNonRoot", spec.get("securityContext", {}).get("runAsNonRoot")) is True
+                if "postgresql" not in name:
+                    images.add(c["image"])
+                    assert c.get("resources", {}).get("requests"), (variant, name)
+        assert len(images) == 1, (variant, images)
+
+
+def test_probes_on_every_long_running_gpuledger_container(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    for o in rendered["all-options"]:
+        if o["kind"] in ("Deployment", "DaemonSet", "StatefulSet") and "daemon" not in o["metadata"]["name"]:
+            c = pod_spec(o)["containers"][0]
+            assert "readinessProbe" in c and "livenessProbe" in c, o["metadata"]["name"]
+
+
+def test_secrets_come_only_from_the_secret(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    secret_names = {"KAFKA_SASL_PASSWORD", "CLICKHOUSE_PASSWORD", "CLICKHOUSE_READER_PASSWORD",
+                    "GPULEDGER_API_TOKENS", "DAGSTER_PG_PASSWORD", "POSTGRES_PASSWORD"}
+    for variant, objs in rendered.items():
+        for o in objs:
+            if o["kind"] == "ConfigMap":
+                assert not secret_names & set(o.get("data", {})), (variant, o["metadata"]["name"])
+            if o["kind"] in WORKLOADS:
+                for c in pod_spec(o)["containers"]:
+                    for e in c.get("env", []):
+                        if e["name"] in secret_names:
+                            assert "value" not in e and "secretKeyRef" in e["valueFrom"], (variant, e["name"])
+    default_secret = [o for o in rendered["default"] if o["kind"] == "Secret"]
+    written = [o for o in rendered["persistent-external"] if o["kind"] == "Secret"]
+    assert default_secret == [] and written[0]["stringData"] == {"CLICKHOUSE_PASSWORD": "x"}
+
+
+def test_the_chart_version_and_its_copies_follow_the_project() -> None:
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert chart["appVersion"] == project["version"]
+    assert (CHART / "files/alerts.yml").read_bytes() == (REPO / "infra/prometheus/alerts.yml").read_bytes()
+    assert (CHART / "files/gpuledger.json").read_bytes() == (REPO / "infra/grafana/gpuledger.json").read_bytes()
+
+
+def test_the_alert_rules_and_the_dashboard_reach_the_cluster_whole(
+        rendered: dict[str, list[dict[str, Any]]]) -> None:
+    rules = next(o for o in rendered["all-options"] if o["kind"] == "PrometheusRule")
+    assert rules["spec"] == yaml.safe_load((REPO / "infra/prometheus/alerts.yml").read_text())
+    board = next(o for o in rendered["all-options"] if o["kind"] == "ConfigMap" and "gpuledger.json" in o["data"])
+    assert board["data"]["gpuledger.json"] == (REPO / "infra/grafana/gpuledger.json").read_text().rstrip("\n")
+    assert board["metadata"]["labels"]["grafana_dashboard"] == "1"
+
+
+def test_the_values_schema_refuses_typos(helm_env: dict[str, str]) -> None:
+    done = helm(helm_env, "template", "gl", str(CHART), "--set", "workerz.replicas=3")
+    assert done.returncode != 0 and "workerz" in done.stderr
+    done = helm(helm_env, "template", "gl", str(CHART), "--set", "kafka.securityProtocol=SASL_SSSL")
+    assert done.returncode != 0 and "securityProtocol" in done.stderr

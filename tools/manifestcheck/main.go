@@ -6,7 +6,8 @@
 //	                             malformed name or label fails. One line per object.
 //	manifestcheck compose FILE   a compose file loaded by the Compose specification's own loader
 //	                             (schema validation, interpolation from the environment,
-//	                             references between services), printed normalized as YAML.
+//	                             references between services; the profiles of COMPOSE_PROFILES),
+//	                             printed normalized as YAML.
 //
 // Exit status 1 when anything fails, 2 on wrong usage. No cluster, engine or network is needed.
 package main
@@ -206,6 +207,8 @@ func checkCompose(path string, out io.Writer) error {
 		cli.WithWorkingDirectory(filepath.Dir(abs)),
 		cli.WithName("gpuledger"),
 		cli.WithResolvedPaths(true),
+		cli.WithDefaultProfiles(), // COMPOSE_PROFILES, as docker compose reads it
+		cli.WithConsistency(true),
 	)
 	if err != nil {
 		return err

@@ -46,7 +46,8 @@ UtcDatetime = Annotated[AwareDatetime, AfterValidator(_to_utc)]
 Ratio = Annotated[float, Field(ge=0.0, le=1.0)]
 NonNegative = Annotated[float, Field(ge=0.0)]
 
-Source = Literal["dcgm", "kubernetes", "slurm", "storage", "nccl", "org", "pricing", "checkpoint", "gpuledger"]
+Source = Literal["dcgm", "kubernetes", "slurm", "storage", "nccl", "org", "pricing", "checkpoint", "outputs",
+                 "gpuledger"]
 WorkloadKind = Literal["training", "inference", "notebook", "batch", "benchmark", "unknown"]
 FailureReason = Literal[
     "oom", "node_failure", "gpu_error", "preempted", "timeout", "app_error", "cancelled", "unknown"
@@ -301,6 +302,33 @@ class CheckpointData(_Model):
 
 
 # --------------------------------------------------------------------------------------------
+# workload.output — what a workload produced (tokens, samples, requests), for the unit cost
+# --------------------------------------------------------------------------------------------
+OutputUnit = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,63}$")]
+
+
+class OutputData(_Model):
+    """Units of work a job produced over ``[start, end)``: tokens generated or processed, samples or
+    images trained on, requests served (docs/ATTRIBUTION.md "Outputs"). The owner is the job's, as
+    its allocations say: ``job_id`` as the scheduler names it (Slurm ``1234``/``1234_7``,
+    Kubernetes ``<namespace>/<pod>``)."""
+
+    scheduler: Literal["kubernetes", "slurm"]
+    job_id: str = Field(min_length=1, max_length=512)
+    unit: OutputUnit
+    quantity: NonNegative
+    start: UtcDatetime
+    end: UtcDatetime
+    model_name: str | None = Field(default=None, max_length=512)  # what the server calls its model
+
+    @model_validator(mode="after")
+    def _ordered(self) -> OutputData:
+        if self.end < self.start:
+            raise ValueError("output interval ends before it starts")
+        return self
+
+
+# --------------------------------------------------------------------------------------------
 # benchmarks.runs — one nccl-tests run
 # --------------------------------------------------------------------------------------------
 class NcclSizeResult(_Model):
@@ -422,6 +450,11 @@ class CheckpointEvent(Envelope):
     data: CheckpointData
 
 
+class OutputEvent(Envelope):
+    type: Literal["workload.output"] = "workload.output"
+    data: OutputData
+
+
 class BenchmarkRunEvent(Envelope):
     type: Literal["benchmark.run"] = "benchmark.run"
     data: BenchmarkRunData
@@ -443,7 +476,7 @@ class MarkerEvent(Envelope):
 
 
 AnyEvent = Annotated[
-    GpuMetricsEvent | AllocationEvent | NodeStateEvent | StorageEvent | CheckpointEvent
+    GpuMetricsEvent | AllocationEvent | NodeStateEvent | StorageEvent | CheckpointEvent | OutputEvent
     | BenchmarkRunEvent | OrgMappingEvent | PricingEvent | MarkerEvent,
     Field(discriminator="type"),
 ]
@@ -457,6 +490,7 @@ TOPIC_OF_TYPE: dict[str, topics.Topic] = {
     "node.state": topics.SCHEDULER_ALLOCATIONS,
     "storage.counters": topics.STORAGE_IO,
     "checkpoint": topics.STORAGE_IO,
+    "workload.output": topics.STORAGE_IO,  # job telemetry, keyed by job like checkpoints
     "benchmark.run": topics.BENCHMARKS_RUNS,
     "org.mapping": topics.ORG_MAPPINGS,
     "pricing.rates": topics.ORG_MAPPINGS,
@@ -488,7 +522,7 @@ def message_key(event: Envelope) -> bytes:
     node = getattr(data, "node", None)
     if node:
         return topics.node_key(event.cluster, node)
-    if isinstance(data, AllocationData | CheckpointData):
+    if isinstance(data, AllocationData | CheckpointData | OutputData):
         return topics.job_key(event.cluster, data.job_id)
     if isinstance(data, BenchmarkRunData):
         return f"{event.cluster}/{data.run_id}".encode()

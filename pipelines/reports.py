@@ -30,6 +30,15 @@ KEY_SEPARATOR = "\x1f"  # between the values of several dimensions in a key (sql
 DIMENSIONS = ("team", "business_unit", "namespace", "account", "model", "job", "node", "gpu_model",
               "failure_reason", "cluster", "user", "queue", "workload_kind")
 IDLE_DIMENSIONS = ("team", "business_unit", "node", "gpu_model")
+UNIT_COST_DIMENSIONS = ("model", "team", "business_unit", "cluster")
+IDLE_CAUSE_DIMENSIONS = ("team", "business_unit", "model", "job", "namespace", "node", "gpu_model", "cluster")
+IDLE_CAUSES = ("checkpoint", "storage_stall", "fabric_degraded", "startup", "teardown", "idle", "unobserved")
+# the rules' constants (docs/ATTRIBUTION.md "Idle causes")
+IDLE_CAUSE_RULES: tuple[tuple[str, Any], ...] = (
+    ("phase_seconds", 900),  # startup / teardown: at most the first / last 15 minutes of an attempt
+    ("ceiling_ratio", 0.9),  # storage stall: throughput at or above 90 % of the node's 7-day ceiling
+    ("tolerance", 0.10),  # fabric: below (1 - tolerance) x the NCCL baseline, as fabric_health flags
+)
 
 
 class BadRequest(UsageFailure):
@@ -51,15 +60,20 @@ class Report:
     scoped_dimensions: tuple[str, ...] | None = None  # what a business-unit scope may group by (None: all)
     scope_column: str | None = None  # a row's business unit, for reports with fixed columns
     owned: bool = True  # False: rows belong to no business unit; a scope may not see the report
+    extra: tuple[str, ...] = ()  # further parameters the report requires (unit-cost: unit)
+    fixed: tuple[tuple[str, Any], ...] = ()  # parameters of the report's rules, not the caller's
 
 
 REPORTS: dict[str, Report] = {r.name: r for r in (
     Report("gpu-hours", "gpu_hours", "GPU-hours", DIMENSIONS, "team"),
     Report("failures", "failures", "failure burn", limit=True, scope_column="business_unit"),
     Report("idle", "idle", "idle", IDLE_DIMENSIONS, "team", scoped_dimensions=("team", "business_unit")),
+    Report("idle-causes", "idle_causes", "idle causes", IDLE_CAUSE_DIMENSIONS, "team",
+           scoped_dimensions=("team", "business_unit", "model", "job", "namespace"), fixed=IDLE_CAUSE_RULES),
     Report("queue", "queue", "queue time", owned=False),
     Report("conflicts", "conflicts", "conflicting claims", owned=False),
     Report("benchmarks", "benchmarks", "NCCL benchmark runs"),
+    Report("unit-cost", "unit_cost", "cost per unit of output", UNIT_COST_DIMENSIONS, "model", extra=("unit",)),
 )}
 
 
@@ -117,14 +131,28 @@ def parse_by(report: Report, by: str | Sequence[str] | None) -> list[str]:
     return items
 
 
+def parse_extra(report: Report, extra: dict[str, str | None] | None) -> dict[str, str]:
+    """The report's further parameters (``unit`` of unit-cost): each it requires, none it does not."""
+    given = {k: v for k, v in (extra or {}).items() if v is not None}
+    unknown = sorted(set(given) - set(report.extra))
+    if unknown:
+        raise BadRequest(f"{report.name} takes no {', '.join(unknown)}")
+    missing = [k for k in report.extra if not given.get(k)]
+    if missing:
+        raise BadRequest(f"{report.name} needs {', '.join(missing)}")
+    return given
+
+
 def run(client: Client, name: str, *, by: str | Sequence[str] | None = None, start: datetime, end: datetime,
-        cluster: str = "", limit: int = 50, business_unit: str | None = None) -> Result:
+        cluster: str = "", limit: int = 50, business_unit: str | None = None,
+        extra: dict[str, str | None] | None = None) -> Result:
     """Rows of report ``name`` as records; several dimensions become one column each."""
     report = REPORTS[name]
     dims = parse_by(report, by)
+    more = parse_extra(report, extra)
     if business_unit is not None:
-        return _scoped(client, report, dims, start, end, cluster, limit, business_unit)
-    params: dict[str, Any] = {"start": start, "end": end, "cluster": cluster}
+        return _scoped(client, report, dims, start, end, cluster, limit, business_unit, more)
+    params: dict[str, Any] = {"start": start, "end": end, "cluster": cluster, **more, **dict(report.fixed)}
     if dims:
         params["by"] = ",".join(dims)
     if report.limit:
@@ -134,7 +162,7 @@ def run(client: Client, name: str, *, by: str | Sequence[str] | None = None, sta
 
 
 def _scoped(client: Client, report: Report, dims: list[str], start: datetime, end: datetime, cluster: str,
-            limit: int, unit: str) -> Result:
+            limit: int, unit: str, more: dict[str, str]) -> Result:
     if not report.owned:
         raise OutOfScope(f"{report.name} lists rows of every business unit; a token for {unit} may not read it")
     if report.scope_column is not None:
@@ -149,7 +177,7 @@ def _scoped(client: Client, report: Report, dims: list[str], start: datetime, en
         raise OutOfScope(f"a token for one business unit may group {report.name} by {', '.join(allowed)} only")
     wanted = dims if dims[0] == "business_unit" else ["business_unit", *[d for d in dims if d != "business_unit"]]
     columns, rows = _query(client, report.query, {"start": start, "end": end, "cluster": cluster,
-                                                  "by": ",".join(wanted)})
+                                                  "by": ",".join(wanted), **more, **dict(report.fixed)})
     kept = []
     for row in rows:
         parts = str(row[0]).split(KEY_SEPARATOR)

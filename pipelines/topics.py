@@ -29,7 +29,7 @@ class Topic:
 
 GPU_METRICS = Topic("gpu.metrics", 8, "cluster/node")
 SCHEDULER_ALLOCATIONS = Topic("scheduler.allocations", 8, "cluster/node (job-level events: cluster/job/<id>)")
-STORAGE_IO = Topic("storage.io", 4, "cluster/node (checkpoints: cluster/job/<id>)")
+STORAGE_IO = Topic("storage.io", 4, "cluster/node (checkpoints and workload outputs: cluster/job/<id>)")
 BENCHMARKS_RUNS = Topic("benchmarks.runs", 1, "cluster/run id")
 ORG_MAPPINGS = Topic("org.mappings", 1, "kind/effective_from")
 # Markers written by `ingest --wait` and read back by the stream workers' progress reports.

@@ -28,8 +28,9 @@ from streams.progress import CONSUMER_GROUP, group_members
 from streams.store import Warehouse
 
 RAW_TABLES = (
-    "gpu_samples", "raw_scheduler_allocations", "storage_samples", "checkpoints", "benchmark_runs",
-    "org_mappings", "pricing_rates", "pricing_shared", "dead_letters", "node_activity", "node_activity_summary",
+    "gpu_samples", "raw_scheduler_allocations", "storage_samples", "checkpoints", "workload_outputs",
+    "benchmark_runs", "org_mappings", "pricing_rates", "pricing_shared", "dead_letters", "node_activity",
+    "node_activity_summary",
 )
 FACT_TABLES = (
     "gpu_usage_facts", "fact_windows", "gpu_usage_hourly", "attribution_progress", "attribution_conflicts",

@@ -1,4 +1,5 @@
-"""``gpuledger export chargeback`` (FinOps FOCUS 1.2 files) and ``gpuledger report unit-cost``.
+"""``gpuledger export chargeback`` (FinOps FOCUS 1.2 files) and ``gpuledger report unit-cost`` (the month's
+effective unit cost, or with ``--unit`` the cost per unit of output per group: ``pipelines.reports``).
 
 Both read the month the Dagster assets materialized (``chargeback_monthly``,
 ``effective_cluster_unit_cost_monthly``); for a month they have not run for, the same numbers are
@@ -15,8 +16,9 @@ from typing import Annotated
 
 import typer
 
+from pipelines import reports
 from pipelines.cli.main_errors import UsageFailure
-from pipelines.cli.report_cmd import Format, emit
+from pipelines.cli.report_cmd import Format, emit, report
 from pipelines.settings import get_settings
 from pipelines.windows import BadWindow, month_of
 from sql.client import get_client
@@ -82,11 +84,33 @@ def chargeback(
 
 
 def unit_cost(period: PeriodOpt = None, window: MonthWindowOpt = None,
-              format: Annotated[Format, typer.Option("--format")] = Format.table) -> None:
+              format: Annotated[Format, typer.Option("--format")] = Format.table,
+              unit: Annotated[str | None, typer.Option(
+                  help="cost per million units of this output instead (tokens_generated, samples, … or a family: "
+                       "'tokens' takes every tokens_* unit), per --by group, beside the cost per successful run")]
+              = None,
+              by: Annotated[str | None, typer.Option(help="with --unit: group by one or several of: "
+                                                          + ", ".join(reports.UNIT_COST_DIMENSIONS)
+                                                          + " (default model)")] = None,
+              start: Annotated[str | None, typer.Option("--from", help="with --unit, instead of --period: start")]
+              = None,
+              end: Annotated[str | None, typer.Option("--to", help="with --unit: end, exclusive")] = None,
+              cluster: Annotated[str | None, typer.Option(help="with --unit: only this cluster")] = None) -> None:
     """The effective cluster unit cost of a month, with every term of
-    (compute + network + storage + support + operations + idle + retries) / accepted workload units."""
+    (compute + network + storage + support + operations + idle + retries) / accepted workload units;
+    with --unit, the cost per million units of an output (tokens, samples, requests) per group."""
     from dagster_project.defs.exports.reports import UNIT_COST_COLUMNS, unit_cost_records
 
+    if unit is not None:
+        if period is not None:
+            if start is not None or end is not None or window is not None:
+                raise UsageFailure("give --period, --window or --from/--to, not several")
+            window = _period(period)
+        report("unit-cost", by=by, start=start, end=end, window=window, cluster=cluster, fmt=format,
+               extra={"unit": unit})
+        return
+    if start is not None or end is not None or cluster is not None or by is not None:
+        raise UsageFailure("--by, --from, --to and --cluster go with --unit; the month's unit cost takes --period")
     month = _period(period, window)
     settings = get_settings()
     client = get_client(settings)

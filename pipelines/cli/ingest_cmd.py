@@ -18,7 +18,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from pipelines.parsers import checkpoint, dcgm, kubernetes, nccl, reference, slurm, storage
+from pipelines.parsers import checkpoint, dcgm, kubernetes, nccl, outputs, reference, slurm, storage
 from pipelines.parsers.base import NotThisFormat, ParseResult
 from pipelines.settings import get_settings
 
@@ -31,6 +31,7 @@ class Source(StrEnum):
     kubernetes = "kubernetes"
     storage = "storage"
     checkpoint = "checkpoint"
+    outputs = "outputs"
     nccl = "nccl"
     org = "org"
     pricing = "pricing"
@@ -42,6 +43,7 @@ PARSERS: dict[Source, Callable[..., ParseResult]] = {
     Source.kubernetes: kubernetes.parse,
     Source.storage: storage.parse,
     Source.checkpoint: checkpoint.parse,
+    Source.outputs: outputs.parse,
     Source.nccl: nccl.parse,
     Source.org: reference.parse_org,
     Source.pricing: reference.parse_pricing,

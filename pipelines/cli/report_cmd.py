@@ -27,8 +27,8 @@ from pipelines.windows import WINDOW_HELP
 from sql.client import get_client
 from sql.values import plain
 
-report_app = typer.Typer(help="Reports on GPU-hours, failures, queue time, idle capacity, conflicting claims "
-                              "and benchmarks.",
+report_app = typer.Typer(help="Reports on GPU-hours, failures, queue time, idle capacity and its causes, "
+                              "conflicting claims, benchmarks and the cost per unit of output.",
                          no_args_is_help=True)
 
 
@@ -50,13 +50,14 @@ def time_range(start: str | None, end: str | None, window: str | None = None) ->
 
 
 def report(name: str, *, by: str | None = None, start: str | None, end: str | None, window: str | None,
-           cluster: str | None, fmt: Format, limit: int = 50) -> None:
+           cluster: str | None, fmt: Format, limit: int = 50, extra: dict[str, str | None] | None = None) -> None:
     """Run report ``name`` (``pipelines.reports``) and print it."""
     a, b = time_range(start, end, window)
     reports.parse_by(reports.REPORTS[name], by)  # a bad grouping is a usage error before any connection
+    reports.parse_extra(reports.REPORTS[name], extra)
     client = get_client(get_settings())
     try:
-        result = reports.run(client, name, by=by, start=a, end=b, cluster=cluster or "", limit=limit)
+        result = reports.run(client, name, by=by, start=a, end=b, cluster=cluster or "", limit=limit, extra=extra)
     finally:
         client.close()
     spec = reports.REPORTS[name]
@@ -133,6 +134,16 @@ def idle(by: Annotated[str, typer.Option(help="group by one or several of: " + "
          format: FormatOpt = Format.table) -> None:
     """Allocated-but-idle GPU-hours, and unallocated / unavailable capacity."""
     report("idle", by=by, start=start, end=end, window=window, cluster=cluster, fmt=format)
+
+
+@report_app.command("idle-causes")
+def idle_causes(by: Annotated[str, typer.Option(help="group by one or several of: "
+                                                     + ", ".join(reports.IDLE_CAUSE_DIMENSIONS))] = "team",
+                start: FromOpt = None, end: ToOpt = None, window: WindowOpt = None, cluster: ClusterOpt = None,
+                format: FormatOpt = Format.table) -> None:
+    """Why allocated GPUs sat idle: each group's idle GPU-hours split into checkpoint, storage_stall,
+    fabric_degraded, startup, teardown and idle (the application's own), with their cost; unobserved beside."""
+    report("idle-causes", by=by, start=start, end=end, window=window, cluster=cluster, fmt=format)
 
 
 @report_app.command("conflicts")

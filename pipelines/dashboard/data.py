@@ -67,6 +67,7 @@ def collect(client: Client, cluster: str, start: datetime, end: datetime) -> dic
         "queue": report("queue"),
         "idle_by_business_unit": report("idle", by="business_unit"),
         "benchmarks": report("benchmarks"),
+        "token_cost_by_model": [r for r in report("unit-cost", by="model", extra={"unit": "tokens"}) if r["units"]],
         "hourly_gpu_hours_by_business_unit": records(client, HOURLY_BU, p),
         "daily_cost_by_business_unit": records(client, DAILY_COST, p),
         "fabric_health": records(client, FABRIC, p),

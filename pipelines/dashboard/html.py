@@ -118,6 +118,9 @@ def render(data: dict[str, Any], note: str = "") -> str:
 {table(data['gpu_hours_by_business_unit'], cols, list(HOURS_COLS), 'table-gpu-hours-bu')}
 <h2>GPU-hours by team</h2>
 {table(data['gpu_hours_by_team'], cols, list(HOURS_COLS), 'table-gpu-hours-team')}
+<h2>Cost per million tokens by model (= <code>gpuledger report unit-cost --unit tokens --by model</code>)</h2>
+{table(data.get('token_cost_by_model', []), ['key', 'units', 'cost', 'cost_per_million_units', 'successful_runs',
+       'cost_per_successful_run'], ['units', 'cost'], 'table-token-cost')}
 <h2>Cost by day and business unit</h2>
 {table(data['daily_cost_by_business_unit'], ['day', 'business_unit', 'cost', 'currency'], ['cost'], 'table-cost')}
 <h2>Failure burn by reason</h2>

@@ -109,12 +109,25 @@ def create_app(settings: Settings, tokens: Tokens, max_days: float = 400.0,
         app.get(f"/api/v1/{name}", summary=spec.title, description=(reports.run.__doc__ or "").strip())(handler)
 
     for name in reports.REPORTS:
-        report_endpoint(name)
+        if not reports.REPORTS[name].extra:  # unit-cost: below, with the month's unit cost
+            report_endpoint(name)
 
-    @app.get("/api/v1/unit-cost", summary="effective cluster unit cost of a month")
-    def unit_cost(who: Scoped, period: str | None = None, window: str | None = None) -> list[dict[str, Any]]:
+    @app.get("/api/v1/unit-cost", summary="effective cluster unit cost of a month, or with unit= the cost per "
+                                          "million units of an output per group")
+    def unit_cost(who: Scoped, period: str | None = None, window: str | None = None, unit: str | None = None,
+                  by: str | None = None, start: Annotated[str | None, Query(alias="from")] = None,
+                  end: Annotated[str | None, Query(alias="to")] = None, cluster: str = "") -> list[dict[str, Any]]:
         from dagster_project.defs.exports.reports import unit_cost_records
 
+        if unit is not None:
+            if period is not None:
+                if start is not None or end is not None or window is not None:
+                    raise reports.BadRequest("give period, window or from/to, not several")
+                window = _period(period, None)
+            a, b = reports.time_range(start, end, window, max_days=max_days)
+            with warehouse() as client:
+                return reports.run(client, "unit-cost", by=by, start=a, end=b, cluster=cluster,
+                                   business_unit=who.business_unit, extra={"unit": unit}).records
         month = _period(period, window)
         with warehouse() as client:
             return [{k: plain(v) for k, v in r.items()}

@@ -9,6 +9,7 @@ source it is for, in a sensible ingest order, and its number of malformed record
     slurm/sacct.json  slurm/squeue.json
     dcgm/query_range.json
     storage/node_exporter.json  storage/checkpoints.jsonl
+    outputs/vllm_query_range.json
     nccl/<YYYY-MM-DD>-<nodeset>.log …
     truth.json  manifest.json
 
@@ -36,7 +37,7 @@ from pipelines.simulator.model.cluster import build_cluster
 from pipelines.simulator.org import org_versions
 from pipelines.simulator.scheduler import run
 from pipelines.simulator.truth import build_truth, iso
-from pipelines.simulator.writers import dcgm, kubernetes, nccl, reference, slurm, storage
+from pipelines.simulator.writers import dcgm, kubernetes, nccl, outputs, reference, slurm, storage
 from pipelines.simulator.writers.common import write_text
 from pipelines.simulator.writers.dcgm import StoredSeries
 
@@ -106,8 +107,12 @@ def simulate(nodes: int, hours: float, seed: int, out_dir: Path, start: datetime
     malformed[storage.CHECKPOINT_FILE] = storage.write_checkpoints(out / storage.CHECKPOINT_FILE, cfg, state)
     logs, runs = nccl.write_logs(out, cfg, topology, state, rng[6])
     malformed.update(logs)
+    servers = outputs.servers(cfg, state, metrics)
+    outputs.write_query_range(out / outputs.FILE, cfg, servers)
+    malformed[outputs.FILE] = 0
     extras = _extras(cfg, state, metrics, bad, versions, topology)
     extras["acceptance_runs"] = runs
+    extras["outputs_by_model"] = outputs.tokens(servers)
     truth = build_truth(cfg, topology, state, metrics, versions, malformed, extras)
     write_text(out / "truth.json", orjson.dumps(truth, option=orjson.OPT_INDENT_2).decode() + "\n")
     manifest = _manifest(cfg, malformed)
@@ -117,7 +122,7 @@ def simulate(nodes: int, hours: float, seed: int, out_dir: Path, start: datetime
 
 SOURCES = {"org.yaml": "org", "pricing.yaml": "pricing", kubernetes.FILE: "kubernetes", slurm.SACCT_FILE: "slurm",
            slurm.SQUEUE_FILE: "slurm", DCGM_FILE: "dcgm", storage.NODE_FILE: "storage",
-           storage.CHECKPOINT_FILE: "storage"}
+           storage.CHECKPOINT_FILE: "storage", outputs.FILE: "outputs"}
 
 
 def _manifest(cfg: SimConfig, malformed: dict[str, int]) -> dict[str, Any]:

@@ -103,6 +103,12 @@ def _checkpoint_row(e: ev.CheckpointEvent) -> Row:
             "path": d.path, "bytes": d.bytes, "started": d.started, "finished": d.finished, "node": d.node or ""}
 
 
+def _output_row(e: ev.OutputEvent) -> Row:
+    d = e.data
+    return {"event_id": e.id, "cluster": e.cluster, "scheduler": d.scheduler, "time": d.end, "started": d.start,
+            "job_id": d.job_id, "unit": d.unit, "quantity": d.quantity, "model_name": d.model_name or ""}
+
+
 def _benchmark_row(e: ev.BenchmarkRunEvent) -> Row:
     d = e.data
     busbws = [r.out_of_place_busbw_gbps for r in d.results if r.out_of_place_busbw_gbps is not None]
@@ -216,6 +222,8 @@ def rows_for(events: list[ev.Envelope], changed: Changed | None = None
             tables["storage_samples"].extend(_storage_rows(e))
         elif isinstance(e, ev.CheckpointEvent):
             tables["checkpoints"].append(_checkpoint_row(e))
+        elif isinstance(e, ev.OutputEvent):
+            tables["workload_outputs"].append(_output_row(e))
         elif isinstance(e, ev.BenchmarkRunEvent):
             tables["benchmark_runs"].append(_benchmark_row(e))
         elif isinstance(e, ev.OrgMappingEvent):

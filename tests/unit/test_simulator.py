@@ -23,7 +23,7 @@ from pipelines.simulator.intervals import StepIntegral
 from pipelines.simulator.truth import observed
 
 EPS = 1e-6
-SOURCES = {"org", "pricing", "kubernetes", "slurm", "dcgm", "storage", "nccl"}
+SOURCES = {"org", "pricing", "kubernetes", "slurm", "dcgm", "storage", "nccl", "outputs"}
 REASONS = {"kubernetes": {"oom", "app_error", "preempted", "timeout", "node_failure"},
            "slurm": {"oom", "app_error", "preempted", "timeout", "cancelled", "node_failure"}}
 
@@ -180,12 +180,12 @@ def test_observed_holds_a_sample_for_three_intervals(points: list[tuple[float, b
 
 # --- real formats, read back with the parsers ----------------------------------------------------
 def parser_for(entry: dict[str, Any]) -> Any:
-    from pipelines.parsers import checkpoint, dcgm, kubernetes, nccl, reference, slurm, storage
+    from pipelines.parsers import checkpoint, dcgm, kubernetes, nccl, outputs, reference, slurm, storage
 
     if entry.get("format") == "checkpoint":
         return checkpoint
     return {"org": reference, "pricing": reference, "kubernetes": kubernetes, "slurm": slurm, "dcgm": dcgm,
-            "storage": storage, "nccl": nccl}[entry["source"]]
+            "storage": storage, "nccl": nccl, "outputs": outputs}[entry["source"]]
 
 
 def test_every_file_parses_with_exactly_the_stated_dead_letters(small: SimulationResult) -> None:
@@ -427,3 +427,21 @@ def test_a_gpu_with_xid_79_falls_off_the_bus_until_its_repair(small: SimulationR
         assert inside == [lo]  # the scrape that saw XID 79 is its last until the repair
         assert any(t >= hi for t in times) or hi >= max(times, default=hi)  # back after the repair
     assert small.truth["xid_intervals"]
+
+
+def test_the_inference_servers_token_counters_read_back_as_the_truth_per_model(wide: SimulationResult) -> None:
+    """What ``ingest outputs`` reads from the vLLM counters is, per model, what the truth says the
+    servers produced (the truth sums each server's counter, the parser the increases it saw)."""
+    from collections import defaultdict
+
+    from pipelines.parsers import outputs
+
+    result = outputs.parse((wide.out_dir / "outputs/vllm_query_range.json").read_bytes(), cluster="c1")
+    assert result.dead_letters == [] and result.events
+    models = {(a["scheduler"], a["job_id"]): a["model"] for a in wide.truth["attempts"]}
+    got: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for e in result.events:  # the pod (namespace/name) or the Slurm job, as the facts name them
+        got[models[(e.data.scheduler, e.data.job_id)]][e.data.unit] += e.data.quantity
+    truth = wide.truth["outputs_by_model"]
+    assert truth and {m: dict(v) for m, v in got.items()} == truth
+    assert all(v["tokens_prompt"] == 3 * v["tokens_generated"] > 0 for v in truth.values())

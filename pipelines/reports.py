@@ -195,7 +195,7 @@ def _query(client: Client, name: str, params: dict[str, Any]) -> tuple[list[str]
 
 def _result(columns: list[str], rows: Sequence[tuple[Any, ...]], dims: list[str], start: datetime,
             end: datetime) -> Result:
-    if len(dims) <= 1 or columns[0] != "key":
+    if len(dims) <= 1 or not columns or columns[0] != "key":
         return Result(columns, [{c: plain(v) for c, v in zip(columns, row, strict=True)} for row in rows], start, end)
     out = Result([*dims, *columns[1:]], [], start, end)
     for row in rows:

@@ -66,6 +66,7 @@ def collect(client: Client, cluster: str, start: datetime, end: datetime) -> dic
         "failures": report("failures", limit=100000),
         "queue": report("queue"),
         "idle_by_business_unit": report("idle", by="business_unit"),
+        "idle_causes_by_team": report("idle-causes", by="team"),
         "benchmarks": report("benchmarks"),
         "token_cost_by_model": [r for r in report("unit-cost", by="model", extra={"unit": "tokens"}) if r["units"]],
         "hourly_gpu_hours_by_business_unit": records(client, HOURLY_BU, p),
@@ -75,7 +76,18 @@ def collect(client: Client, cluster: str, start: datetime, end: datetime) -> dic
     }
     data["totals"] = totals(data)
     data["failure_burn_by_reason"] = burn_by_reason(data["failures"])
+    data["idle_causes"] = causes_total(data["idle_causes_by_team"])
     return data
+
+
+def causes_total(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The period's idle GPU-hours and their cost per cause, over every team (in the causes' order)."""
+    by: dict[str, dict[str, Any]] = {c: {"cause": c, "idle_gpu_hours": 0.0, "cost": 0.0} for c in reports.IDLE_CAUSES}
+    for row in rows:
+        agg = by[row["cause"]]
+        agg["idle_gpu_hours"] += float(row["idle_gpu_hours"])
+        agg["cost"] += float(row["cost"] or 0.0)
+    return [r for r in by.values() if r["idle_gpu_hours"] > 0]
 
 
 def totals(data: dict[str, Any]) -> dict[str, float]:

@@ -11,6 +11,7 @@ from html import escape
 from typing import Any
 
 from pipelines.dashboard.charts import grouped_bars, stacked_bars
+from pipelines.reports import IDLE_CAUSES
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px;color:#222;max-width:1360px}
@@ -68,6 +69,11 @@ def charts(data: dict[str, Any]) -> dict[str, tuple[str, str]]:
     out["utilization"] = ("Allocated vs busy vs idle GPU-hours by business unit", grouped_bars(
         "utilization", [r["key"] for r in owned],
         {k: [float(r[f"{k}_gpu_hours"]) for r in owned] for k in ("allocated", "busy", "idle")}, "GPU-hours"))
+    causes = data.get("idle_causes_by_team", [])
+    teams, by_cause = _pivot([r for r in causes if r["cause"] != "unobserved"], "key", "cause", "idle_gpu_hours")
+    ordered = {c: by_cause[c] for c in IDLE_CAUSES if c in by_cause}
+    out["idle-causes"] = ("Why allocated GPUs sat idle: idle GPU-hours by team and cause",
+                          stacked_bars("idle causes", teams, ordered, "GPU-hours"))
     burn = data["failure_burn_by_reason"]
     out["failure-burn"] = ("Failure burn by reason", grouped_bars(
         "failures", [r["failure_reason"] for r in burn],
@@ -118,6 +124,9 @@ def render(data: dict[str, Any], note: str = "") -> str:
 {table(data['gpu_hours_by_business_unit'], cols, list(HOURS_COLS), 'table-gpu-hours-bu')}
 <h2>GPU-hours by team</h2>
 {table(data['gpu_hours_by_team'], cols, list(HOURS_COLS), 'table-gpu-hours-team')}
+<h2>Idle GPU-hours by cause (= <code>gpuledger report idle-causes</code>; unobserved is not idle)</h2>
+{table(data.get('idle_causes', []), ['cause', 'idle_gpu_hours', 'cost'], ['idle_gpu_hours', 'cost'],
+       'table-idle-causes')}
 <h2>Cost per million tokens by model (= <code>gpuledger report unit-cost --unit tokens --by model</code>)</h2>
 {table(data.get('token_cost_by_model', []), ['key', 'units', 'cost', 'cost_per_million_units', 'successful_runs',
        'cost_per_successful_run'], ['units', 'cost'], 'table-token-cost')}

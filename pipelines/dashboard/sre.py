@@ -1,5 +1,6 @@
-"""The SRE failure report as Markdown: which failures burned the most GPU-hours, idle capacity,
-queue time and fabric health — the same rows as ``gpuledger report failures|idle|queue|benchmarks``.
+"""The SRE failure report as Markdown: which failures burned the most GPU-hours, idle capacity and
+its causes, queue time and fabric health — the same rows as
+``gpuledger report failures|idle|idle-causes|queue|benchmarks``.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ def render(data: dict[str, Any], top: int = 20) -> str:
         "## Idle capacity by business unit (`gpuledger report idle --by business_unit`)",
         _md_table(data["idle_by_business_unit"], ["key", "allocated_idle_gpu_hours", "allocated_gpu_hours",
                                                   "idle_share"]),
+        "## Why allocated GPUs sat idle (`gpuledger report idle-causes`)",
+        _md_table(data.get("idle_causes", []), ["cause", "idle_gpu_hours", "cost"]),
         "## Queue time (`gpuledger report queue`)",
         _md_table(data["queue"], ["scheduler", "queue", "attempts", "avg_wait_s", "p95_wait_s", "max_wait_s",
                                   "waited_gpu_hours"]),

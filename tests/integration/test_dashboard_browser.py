@@ -15,7 +15,7 @@ from pipelines.settings import Settings
 from tests.integration.demo_helpers import demo_env, embedded_data, run_demo
 
 pytestmark = pytest.mark.integration
-CHARTS = {"cost-by-bu", "hourly-bu", "utilization", "failure-burn", "queue", "unit-cost", "fabric"}
+CHARTS = {"cost-by-bu", "hourly-bu", "utilization", "failure-burn", "queue", "unit-cost", "fabric", "idle-causes"}
 
 
 def chromium(profile: Path, *args: str) -> subprocess.CompletedProcess[str]:

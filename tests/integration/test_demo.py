@@ -48,6 +48,13 @@ def test_demo_writes_everything_and_reconciles_with_reports(isolated_settings: S
     assert again["totals"] == pytest.approx(data["totals"]) and again["failures"] == data["failures"]
     _assert_files(out, [r["key"] for r in rows if not r["key"].startswith("__")])
     _assert_energy(out, rows)
+    # the dashboard's idle causes explain exactly the idle of report gpu-hours; unobserved beside it
+    causes = {r["cause"]: r["idle_gpu_hours"] for r in data["idle_causes"]}
+    assert sum(v for c, v in causes.items() if c != "unobserved") == pytest.approx(
+        data["totals"]["idle_gpu_hours"], abs=1e-6)
+    assert causes.get("unobserved", 0.0) == pytest.approx(data["totals"]["unobserved_gpu_hours"], abs=1e-6)
+    assert causes.get("startup", 0.0) > 0  # the demo's attempts start idle
+    assert "## Why allocated GPUs sat idle" in (out / "sre-failures.md").read_text()
 
 
 def _assert_energy(out: Path, rows: list[dict[str, float]]) -> None:

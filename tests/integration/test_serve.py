@@ -121,6 +121,8 @@ def served(endpoints: Endpoints, tmp_path_factory: pytest.TempPathFactory) -> It
     ("failures", {}),
     ("idle", {"by": "business_unit"}),
     ("idle", {"by": "node,gpu_model"}),
+    ("idle-causes", {"by": "team"}),
+    ("idle-causes", {"by": "model,node"}),
     ("queue", {}),
     ("benchmarks", {}),
     ("conflicts", {}),

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from pipelines.dashboard import grafana, html, sre
-from pipelines.dashboard.data import burn_by_reason, totals
+from pipelines.dashboard.data import burn_by_reason, causes_total, totals
 
 
 def _hours(key: str, alloc: float, busy: float, failed: float, total: float | None = None) -> dict[str, Any]:
@@ -36,6 +36,12 @@ def sample() -> dict[str, Any]:
                    "p95_wait_s": 1800.0, "max_wait_s": 2000.0, "waited_gpu_hours": 5.5}],
         "idle_by_business_unit": [{"key": "research", "allocated_idle_gpu_hours": 40.0, "allocated_gpu_hours": 100.0,
                                    "unallocated_gpu_hours": 0.0, "unavailable_gpu_hours": 0.0, "idle_share": 0.4}],
+        "idle_causes_by_team": [{"key": team, "cause": cause, "idle_gpu_hours": hours, "cost": hours * 2.0,
+                                 "currency": "USD"}
+                                for team, cause, hours in (("llm", "checkpoint", 4.0), ("llm", "storage_stall", 6.0),
+                                                           ("llm", "idle", 30.0), ("llm", "unobserved", 1.0),
+                                                           ("search", "startup", 2.0), ("search", "idle", 3.0),
+                                                           ("search", "teardown", 0.0))],
         "benchmarks": [{"run_id": f"r{i}", "time": f"2026-11-02T02:0{i}:00Z", "collective": "all_reduce",
                         "hosts": hosts, "host_count": 2, "ranks": 16, "nccl_version": "2.21.5", "avg_busbw_gbps": bw,
                         "max_busbw_gbps": bw, "wrong_total": 0, "out_of_bounds": 0, "ok": True}
@@ -57,6 +63,7 @@ def sample() -> dict[str, Any]:
     }
     data["totals"] = totals(data)
     data["failure_burn_by_reason"] = burn_by_reason(data["failures"])
+    data["idle_causes"] = causes_total(data["idle_causes_by_team"])
     return data
 
 
@@ -95,7 +102,7 @@ def test_every_chart_draws_and_embedded_data_round_trips() -> None:
     doc = html.render(data, "a note")
     parsed = parse(doc)
     assert set(parsed.marks) == {f"chart-{c}" for c in ("cost-by-bu", "hourly-bu", "utilization", "failure-burn",
-                                                         "queue", "unit-cost", "fabric")}
+                                                         "queue", "unit-cost", "fabric", "idle-causes")}
     assert all(n > 0 for n in parsed.marks.values()), parsed.marks
     assert json.loads(parsed.data_json) == json.loads(json.dumps(data))
     assert "http://" not in doc.replace('xmlns="http://www.w3.org/2000/svg"', "") and "https://" not in doc
@@ -128,11 +135,11 @@ def test_empty_period_still_renders_every_chart_with_a_note() -> None:
     data = sample()
     for key in ("gpu_hours_by_business_unit", "gpu_hours_by_team", "failures", "queue",
                 "hourly_gpu_hours_by_business_unit", "daily_cost_by_business_unit", "benchmarks",
-                "fabric_health", "unit_cost"):
+                "fabric_health", "unit_cost", "idle_causes_by_team", "idle_causes"):
         data[key] = []
     data["totals"], data["failure_burn_by_reason"] = totals(data), []
     doc = html.render(data)
-    assert doc.count("no data") == 7 and doc.count("<svg") == 7
+    assert doc.count("no data") == 8 and doc.count("<svg") == 8
 
 
 def test_sre_report_lists_burns_and_degraded_node_sets() -> None:
@@ -140,6 +147,18 @@ def test_sre_report_lists_burns_and_degraded_node_sets() -> None:
     assert "| oom | 2 | 7.00 | 2.00 |" in text
     assert "1 node set(s) below baseline: gpu011,gpu012 on 2026-11-02" in text
     assert "OUT_OF_MEMORY" in text
+    assert "| storage_stall | 6.00 | 12.00 |" in text and "| idle | 33.00 | 66.00 |" in text
+
+
+def test_idle_causes_total_per_cause_in_order_and_drawn_stacked_per_team() -> None:
+    data = sample()
+    assert [(r["cause"], r["idle_gpu_hours"]) for r in data["idle_causes"]] == [
+        ("checkpoint", 4.0), ("storage_stall", 6.0), ("startup", 2.0), ("idle", 33.0), ("unobserved", 1.0)]
+    doc = html.render(data)
+    chart = doc.split('id="chart-idle-causes"')[1].split("</svg>")[0]
+    assert chart.count('class="mark') == 5  # llm: checkpoint, storage_stall, idle; search: startup, idle
+    table = doc.split('id="table-idle-causes"')[1].split("</table>")[0]
+    assert re.search(r'data-col="idle_gpu_hours">46\.00<', table)  # the total row
 
 
 @pytest.mark.parametrize("title", [p[0] for p in grafana.PANELS])

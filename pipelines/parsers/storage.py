@@ -26,9 +26,11 @@ hint. Time: the sample's own, else the ``scrape_time``/``time`` hint (required t
 never reads the clock).
 
 Pairing read and write: a device's read and write counters are one sample. When one half is
-missing for a device, the other metric's family decides: if that other metric appears nowhere in
-the same (node, time), the exporter does not report it at all and the half is 0; if it appears
-for other devices but not this one, the device's report is incomplete and is dead-lettered.
+missing for a device, the other metric decides: if it appears nowhere in the whole input, the
+exporter does not report it at all and the half is 0; if it appears anywhere else (another
+device, another node, another time of the same series — a point printed as a non-number), the
+device's report is incomplete and is dead-lettered, so a rate is never computed from a counter
+that seemed to fall to 0.
 Negative or infinite counters are dead letters; ``NaN`` counts as not reported.
 """
 
@@ -117,7 +119,6 @@ def parse_query_range(answer: object, *, cluster: str, origin: str | None = None
 @dataclass
 class _Node:
     halves: dict[tuple[str, str, str | None], dict[str, tuple[float, str]]] = field(default_factory=dict)
-    names: set[str] = field(default_factory=set)
 
 
 def _build(reading: prom.Reading, *, cluster: str, default_time: datetime | None, node: str | None,
@@ -126,6 +127,7 @@ def _build(reading: prom.Reading, *, cluster: str, default_time: datetime | None
     for raw, why in reading.bad:
         result.reject(topic=TOPIC, source=SOURCE, reason=why, raw=raw, origin=origin)
     groups: dict[tuple[str, datetime], _Node] = {}
+    reported = {sample.name for sample in reading.samples}
     for sample in reading.samples:
         reason = _place(sample, groups, default_time, node)
         if reason:
@@ -134,7 +136,7 @@ def _build(reading: prom.Reading, *, cluster: str, default_time: datetime | None
     for (host, time), group in sorted(groups.items()):
         samples, raws = [], []
         for (fs_type, device, job), halves in sorted(group.halves.items(), key=lambda kv: _order(kv[0])):
-            row, reason = _row(fs_type, device, job, halves, group.names)
+            row, reason = _row(fs_type, device, job, halves, reported)
             raw = "\n".join(r for _, r in halves.values())
             if row is None:
                 result.reject(topic=TOPIC, source=SOURCE, reason=reason, raw=raw, origin=origin)
@@ -167,7 +169,6 @@ def _place(sample: prom.Sample, groups: dict[tuple[str, datetime], _Node], defau
     if not math.isfinite(sample.value) or sample.value < 0:
         return f"counter {sample.value:g} is not a non-negative number"
     group = groups.setdefault((host, time), _Node())
-    group.names.add(sample.name)
     halves = group.halves.setdefault((metric.fs_type, device, job), {})
     halves.setdefault(sample.name, (sample.value, sample.raw))
     return None

@@ -1,4 +1,5 @@
-"""Deliberate imperfections of the metrics: one scrape gap, and where malformed samples go.
+"""Deliberate imperfections of the metrics: one scrape gap, where malformed samples go, and a
+storage stall.
 
 **Scrape gap.** One node misses ``G`` consecutive scrapes (``G`` > 3, so part of it is beyond
 sample-and-hold and unobserved). Preferably ``G`` is up to 20, placed where every GPU of that node
@@ -12,6 +13,12 @@ within three intervals before it, so presence is unaffected too.
 percent of 250) on whole GPUs that nobody holds on the scrape before, at and after, with XID 0,
 on nodes that publish ``DCGM_FI_PROF_*`` — so however a reader treats the bad value (drop the
 field, drop the sample, fall back to the other utilisation field) the ground truth is unchanged.
+
+**Storage stall.** For 20 minutes (or an eighth of a short window) from a third of the window, one
+Kubernetes node's local storage runs at its ceiling — the highest throughput the node reaches at
+all, at least 10 GB/s — while every GPU on it is starved: its utilisation drops to a tenth. The
+node is the Kubernetes node whose GPUs are held longest over that stretch; the stretch starts and
+ends on the scrape grid.
 """
 
 from __future__ import annotations
@@ -28,6 +35,46 @@ from pipelines.simulator.model.jobs import SimState
 
 MARGIN_S = 120
 SHORT_GAP = 4
+STALL_STEPS = 40
+STARVED = 0.1  # utilisation kept by a GPU whose input pipeline waits on storage
+STALL_MIN_RATE = 10e9  # bytes/s
+
+
+@dataclass(frozen=True)
+class StorageStall:
+    node: str
+    k1: int  # first scrape step of the stall
+    k2: int  # first scrape step after it
+
+    def span(self, step: int) -> tuple[int, int]:
+        return self.k1 * step, self.k2 * step
+
+
+def plan_storage_stall(cfg: SimConfig, cluster: Cluster, state: SimState) -> StorageStall | None:
+    """Where and when the storage stall happens (see the module docstring)."""
+    length = min(STALL_STEPS, max(cfg.steps // 8, 2))
+    k1 = cfg.steps // 3
+    k2 = min(k1 + length, cfg.steps)
+    a, b = k1 * cfg.scrape_interval_s, k2 * cfg.scrape_interval_s
+    best: tuple[int, str] | None = None
+    for node in cluster.by_scheduler("kubernetes"):
+        held = 0
+        for attempt in state.attempts:
+            end = attempt.end if attempt.end is not None else cfg.horizon
+            overlap = max(min(end, b) - max(attempt.start, a), 0)
+            held += overlap * sum(1 for s in attempt.slots if s.gpu.node == node.name)
+        if best is None or held > best[0]:
+            best = (held, node.name)
+    return StorageStall(best[1], k1, k2) if best is not None and k2 > k1 else None
+
+
+def starve(m: Metrics, stall: StorageStall | None) -> None:
+    """Drop the utilisation of every GPU on the stalled node during the stall."""
+    if stall is None:
+        return
+    for ent in m.entities.values():
+        if ent.node.name == stall.node:
+            ent.util[stall.k1:stall.k2] *= STARVED
 
 
 @dataclass(frozen=True)

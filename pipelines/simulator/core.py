@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from pipelines.simulator import anomalies, workload
+from pipelines.simulator import anomalies, causes, workload
 from pipelines.simulator.config import DEFAULT_CLUSTER, DEFAULT_START, SimConfig
 from pipelines.simulator.failures import plan_node_failures
 from pipelines.simulator.metrics import build_metrics
@@ -37,6 +37,7 @@ from pipelines.simulator.model.cluster import build_cluster
 from pipelines.simulator.org import org_versions
 from pipelines.simulator.scheduler import run
 from pipelines.simulator.truth import build_truth, iso
+from pipelines.simulator.utilization import loading_seconds
 from pipelines.simulator.writers import dcgm, kubernetes, nccl, outputs, reference, slurm, storage
 from pipelines.simulator.writers.common import write_text
 from pipelines.simulator.writers.dcgm import StoredSeries
@@ -87,7 +88,8 @@ def simulate(nodes: int, hours: float, seed: int, out_dir: Path, start: datetime
     topology = build_cluster(cfg, rng[0])
     state = run(cfg, topology, workload.generate(cfg, topology, rng[1]), plan_node_failures(cfg, topology, rng[2]),
                 rng[3])
-    metrics = build_metrics(cfg, topology, state, rng[4])
+    stall = anomalies.plan_storage_stall(cfg, topology, state)
+    metrics = build_metrics(cfg, topology, state, rng[4], lambda m: anomalies.starve(m, stall))
     anomalies.choose_gap(cfg, topology, state, metrics)
     bad = anomalies.bad_samples(metrics)
     hour_start = -(cfg.start.minute * 60 + cfg.start.second)
@@ -103,7 +105,9 @@ def simulate(nodes: int, hours: float, seed: int, out_dir: Path, start: datetime
     series = dcgm.build_series(cfg, metrics, bad)
     dcgm.write_query_range(out / DCGM_FILE, cfg, series)
     malformed[DCGM_FILE] = len(bad)
-    malformed[storage.NODE_FILE] = storage.write_node_exporter(out / storage.NODE_FILE, cfg, topology, state, rng[5])
+    disks = storage.node_counters(cfg, topology, state, rng[5], stall)
+    malformed[storage.NODE_FILE] = storage.write_node_exporter(out / storage.NODE_FILE, cfg, topology, disks, state,
+                                                               rng[5])
     malformed[storage.CHECKPOINT_FILE] = storage.write_checkpoints(out / storage.CHECKPOINT_FILE, cfg, state)
     logs, runs = nccl.write_logs(out, cfg, topology, state, rng[6])
     malformed.update(logs)
@@ -113,7 +117,14 @@ def simulate(nodes: int, hours: float, seed: int, out_dir: Path, start: datetime
     extras = _extras(cfg, state, metrics, bad, versions, topology)
     extras["acceptance_runs"] = runs
     extras["outputs_by_model"] = outputs.tokens(servers)
-    truth = build_truth(cfg, topology, state, metrics, versions, malformed, extras)
+    rates = causes.node_rates({n: c.readings() for n, c in disks.items()}, {storage.unreadable(topology, cfg)},
+                              cfg.scrape_interval_s)
+    planted = (causes.storage_stalls(cfg, rates), causes.fabric_degraded(runs))
+    extras["storage_stall"] = None if stall is None else {
+        "node": stall.node, "from": iso(cfg.at(stall.span(cfg.scrape_interval_s)[0])),
+        "to": iso(cfg.at(stall.span(cfg.scrape_interval_s)[1]))}
+    extras["slow_starts"] = sum(1 for a in state.attempts if loading_seconds(cfg.seed, a) > 0)
+    truth = build_truth(cfg, topology, state, metrics, versions, malformed, extras, planted)
     write_text(out / "truth.json", orjson.dumps(truth, option=orjson.OPT_INDENT_2).decode() + "\n")
     manifest = _manifest(cfg, malformed)
     write_text(out / "manifest.json", orjson.dumps(manifest, option=orjson.OPT_INDENT_2).decode() + "\n")

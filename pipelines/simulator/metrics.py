@@ -21,6 +21,7 @@ again from 0 — when a GPU that fell off the bus comes back, and once mid-run o
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -28,7 +29,7 @@ import numpy as np
 from pipelines.simulator.config import SimConfig
 from pipelines.simulator.model.cluster import Cluster, Gpu, MigInstance, Node
 from pipelines.simulator.model.jobs import Attempt, SimState
-from pipelines.simulator.utilization import attempt_stream, fb_share, workload_util
+from pipelines.simulator.utilization import attempt_stream, fb_share, loading_seconds, workload_util
 
 
 @dataclass
@@ -114,10 +115,12 @@ def _apply(cfg: SimConfig, m: Metrics, attempt: Attempt, raw: dict[str, np.ndarr
     running = times >= attempt.run_start
     base = workload_util(attempt, times, cfg.start_epoch, rng)
     share = fb_share(attempt, rng)
+    loading = loading_seconds(cfg.seed, attempt)
     label = m.label_id(_holder_label(attempt))
     for slot in attempt.slots:
         ent = m.entities[slot.series]
         util = np.where(running, np.clip(base + rng.normal(0.0, 0.01, len(times)), 0.0, 1.0), 0.0)
+        util[times < attempt.run_start + loading] = 0.0
         if attempt.xid_gpu == slot.gpu.uuid and attempt.xid_time is not None:
             util[times >= attempt.xid_time] = 0.0
         capacity = _mig_fb(ent.mig.profile) if ent.mig else ent.node.model.fb_mib
@@ -176,7 +179,10 @@ def _energy(cfg: SimConfig, m: Metrics, state: SimState) -> None:
         m.energy[uuid] = counter
 
 
-def build_metrics(cfg: SimConfig, cluster: Cluster, state: SimState, rng: np.random.Generator) -> Metrics:
+def build_metrics(cfg: SimConfig, cluster: Cluster, state: SimState, rng: np.random.Generator,
+                  adjust: Callable[[Metrics], None] | None = None) -> Metrics:
+    """The metrics of every entity; ``adjust`` changes the utilisation before it is quantised
+    (the planted storage stall)."""
     steps = cfg.steps
     m = Metrics(steps, cfg.scrape_interval_s, _entities(cluster, steps), {}, {},
                 {n.name: np.ones(steps, bool) for n in cluster.nodes})
@@ -185,6 +191,8 @@ def build_metrics(cfg: SimConfig, cluster: Cluster, state: SimState, rng: np.ran
         _apply(cfg, m, attempt, raw)
     for key, total in raw.items():
         m.entities[key].util = np.minimum(total, 1.0)
+    if adjust is not None:
+        adjust(m)
     _quantise(m)
     _power_xid(cfg, m, state, rng)
     _energy(cfg, m, state)

@@ -16,6 +16,8 @@ For the report window ``[S, E)`` and docs/ATTRIBUTION.md's rules:
   (whole, g/7, 1/4), where a scrape's power holds for one interval, or up to three across missing
   scrapes (the energy counter rises by exactly that power from one scrape to the next, so a reader
   of either gets the same joules);
+* idle causes (``idle_causes``, by team, model and node): each allocation's idle GPU-seconds split
+  by what the simulator planted (:mod:`pipelines.simulator.causes`);
 * business unit per the org version in force (versions start on whole hours, so every window
   has one version).
 
@@ -32,9 +34,10 @@ from typing import Any
 
 import numpy as np
 
+from pipelines.simulator.causes import CauseTruth
 from pipelines.simulator.config import HOLD_INTERVALS, UNIT, SimConfig
 from pipelines.simulator.failures import scheduler_state
-from pipelines.simulator.intervals import StepIntegral, clip, intersect, measure, union
+from pipelines.simulator.intervals import Interval, StepIntegral, clip, intersect, measure, union
 from pipelines.simulator.metrics import Metrics
 from pipelines.simulator.model.cluster import Cluster, Gpu
 from pipelines.simulator.model.jobs import Attempt, SimState
@@ -203,15 +206,18 @@ def _capacity_groups(t: Truth) -> tuple[dict[str, dict[str, dict[str, int]]], di
 
 
 def build_truth(cfg: SimConfig, cluster: Cluster, state: SimState, metrics: Metrics, versions: list[OrgVersion],
-                malformed: dict[str, int], extras: dict[str, Any]) -> dict[str, Any]:
-    """The ``truth.json`` document."""
+                malformed: dict[str, int], extras: dict[str, Any],
+                planted: tuple[dict[str, list[Interval]], dict[str, list[Interval]]] = ({}, {})) -> dict[str, Any]:
+    """The ``truth.json`` document; ``planted`` is (storage stall, degraded fabric) intervals per node."""
     t = Truth(cfg, cluster, state, metrics, versions)
+    causes = CauseTruth(cfg, t.integrals, *planted)
     t.by_gpu = defaultdict(list)
     for attempt in state.attempts:
         for uuid in {s.gpu.uuid for s in attempt.slots}:
             t.by_gpu[uuid].append(attempt)
     for attempt in sorted(state.attempts, key=lambda a: (a.start, a.job_id, a.number)):
         t.add_attempt(attempt)
+        causes.add(attempt, attempt_keys(attempt, cfg.cluster))
     sums, gpus = _capacity_groups(t)
     by: dict[str, dict[str, dict[str, float]]] = {}
     for group in ("team", "business_unit", "model", "namespace", "account", "failure_reason", "gpu_model", "node",
@@ -228,5 +234,6 @@ def build_truth(cfg: SimConfig, cluster: Cluster, state: SimState, metrics: Metr
         "seed": cfg.seed, "scrape_interval_s": cfg.scrape_interval_s,
         **{f"{k}_gpu_seconds": total[f"{k}_gpu_seconds"] for k in
            ("capacity", "unallocated", "unavailable", "unobserved", "busy", "allocated", "failed", "lost")},
-        "by": by, "gpus": gpus, "attempts": t.attempts, "malformed_records": malformed, **extras,
+        "by": by, "gpus": gpus, "attempts": t.attempts, "idle_causes": causes.out(), "malformed_records": malformed,
+        **extras,
     }

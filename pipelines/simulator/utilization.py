@@ -4,6 +4,10 @@ Per attempt the utilisation at the scrape times of its run is a pure function of
 attempt's own random stream and the scrape times: training ~0.8–0.95 with dips during
 checkpoint writes, inference on a diurnal curve (trough 04:00 UTC, peak 16:00 UTC), notebooks
 mostly idle (0.02–0.1 with rare bursts), batch 0.5–0.9, NCCL acceptance runs ~0.97.
+
+Slow starts: about a third of training and batch attempts load their data first, 2–12 minutes
+after the container starts during which the GPU is held and does nothing (``loading_seconds``,
+from its own stream so that nothing else an attempt draws changes).
 """
 
 from __future__ import annotations
@@ -18,6 +22,14 @@ FB_SHARE = {"training": (0.85, 0.95), "inference": (0.6, 0.8), "notebook": (0.1,
 
 def attempt_stream(seed: int, attempt: Attempt) -> np.random.Generator:
     return np.random.default_rng([seed, 17, attempt.spec.seq, attempt.number, attempt.restart_index])
+
+
+def loading_seconds(seed: int, attempt: Attempt) -> int:
+    """Seconds after ``run_start`` the attempt spends loading data with its GPUs idle (0 for most)."""
+    if attempt.spec.kind not in ("training", "batch"):
+        return 0
+    rng = np.random.default_rng([seed, 23, attempt.spec.seq, attempt.number, attempt.restart_index])
+    return int(rng.integers(120, 721)) if rng.random() < 0.35 else 0
 
 
 def workload_util(attempt: Attempt, times: np.ndarray, start_epoch: int, rng: np.random.Generator) -> np.ndarray:

@@ -40,11 +40,12 @@ WITH
         WHERE kind = 'allocated' AND window_start >= range_start AND window_start < range_end
           AND ({cluster:String} = '' OR cluster = {cluster:String})
     ),
-    -- seconds of each window [k·w, (k+1)·w) an interval [s, e) covers
+    -- the parts [s, e) of the intervals that fall in each window [k·w, (k+1)·w); a row takes their
+    -- overlap with the attempt's part of the window
     checkpoint_cover AS
     (
         SELECT cluster, job_id, ifNull(attempt, 0) AS c_attempt, toDateTime64(k * w, 3, 'UTC') AS window_start,
-               least(sum(least(e, (k + 1) * w) - greatest(s, k * w)), w) AS seconds
+               groupArray((greatest(s, k * w), least(e, (k + 1) * w))) AS spans
         FROM
         (
             SELECT cluster, job_id, attempt, toUnixTimestamp64Milli(started) / 1000 AS s,
@@ -96,7 +97,7 @@ WITH
     storage_cover AS
     (
         SELECT cluster, node, toDateTime64(k * w, 3, 'UTC') AS window_start,
-               least(sum(least(e, (k + 1) * w) - greatest(s, k * w)), w) AS seconds
+               groupArray((greatest(s, k * w), least(e, (k + 1) * w))) AS spans
         FROM
         (
             SELECT r.cluster AS cluster, r.node AS node, r.t0 AS s, r.t AS e
@@ -139,7 +140,7 @@ WITH
     fabric_cover AS
     (
         SELECT cluster, node, toDateTime64(k * w, 3, 'UTC') AS window_start,
-               least(sum(least(e, (k + 1) * w) - greatest(s, k * w)), w) AS seconds
+               groupArray((greatest(s, k * w), least(e, (k + 1) * w))) AS spans
         FROM
         (
             -- each node's runs in time order: a run's verdict holds until the node's next run
@@ -205,13 +206,18 @@ WITH
     (
         SELECT f.key AS key, f.gpu_seconds AS gpu_seconds, f.idle AS idle, f.unobserved_seconds AS unobserved,
                ifNull(p.s, f.ws) AS a_s, ifNull(p.e, f.ws + f.window_seconds) AS a_e,
+               -- the attempt's part of the window: [h0, h1)
+               greatest(a_s, f.ws) AS h0, least(a_e, f.ws + f.window_seconds) AS h1,
                -- the part of the window the attempt held, and the row's GPU-seconds per second of it
                greatest(least(a_e, f.ws + f.window_seconds) - greatest(a_s, f.ws), 0.) AS held,
                if(held > 0, f.gpu_seconds / held, f.gpu_seconds / f.window_seconds) AS per_second,
-               per_second * least(ifNull(c1.seconds, 0.) + ifNull(c0.seconds, 0.), if(held > 0, held, f.window_seconds))
-                   AS cover_checkpoint,
-               per_second * least(ifNull(st.seconds, 0.), if(held > 0, held, f.window_seconds)) AS cover_storage,
-               per_second * least(ifNull(fb.seconds, 0.), if(held > 0, held, f.window_seconds)) AS cover_fabric,
+               -- each cause's spans in the window, overlapped with the attempt's part of it, at most all of it
+               per_second * least(arraySum(x -> ifNull(greatest(least(x.2, h1) - greatest(x.1, h0), 0.), 0.),
+                                           arrayConcat(c1.spans, c0.spans)), held) AS cover_checkpoint,
+               per_second * least(arraySum(x -> ifNull(greatest(least(x.2, h1) - greatest(x.1, h0), 0.), 0.), st.spans), held)
+                   AS cover_storage,
+               per_second * least(arraySum(x -> ifNull(greatest(least(x.2, h1) - greatest(x.1, h0), 0.), 0.), fb.spans), held)
+                   AS cover_fabric,
                per_second * greatest(least(ifNull(p.startup_end, 0.), f.ws + f.window_seconds, a_e)
                                      - greatest(a_s, f.ws), 0.) AS cover_startup,
                per_second * greatest(least(a_e, f.ws + f.window_seconds)

@@ -18,6 +18,7 @@ import pytest
 
 from pipelines import events as ev
 from pipelines.producer import EventProducer
+from pipelines.reports import IDLE_CAUSE_RULES, IDLE_CAUSES
 from pipelines.settings import Settings
 from sql.client import get_client
 from streams import replay
@@ -28,6 +29,7 @@ pytestmark = pytest.mark.integration
 ALLOC_TOL_S = 0.1  # GPU-seconds per row
 BUSY_REL_TOL = 0.005
 ENERGY_REL_TOL = 0.001
+CAUSE_TOL_S = 0.01  # GPU-seconds per owner and cause
 
 
 def _truth(out: Path) -> dict:  # type: ignore[type-arg]
@@ -107,6 +109,28 @@ def _unallocated_diff(pipeline: Pipeline, truth: dict) -> str:  # type: ignore[t
     return f"facts-level unallocated {level}; facts vs rollup differ at {rows}; truth by node {nodes}"
 
 
+def _idle_causes(pipeline: Pipeline, truth: dict, by: str) -> dict[str, dict[str, float]]:  # type: ignore[type-arg]
+    start, end = _span(truth)
+    params = {"by": by, "start": start, "end": end, "cluster": "", **dict(IDLE_CAUSE_RULES)}
+    got: dict[str, dict[str, float]] = {}
+    for row in pipeline.query("idle_causes", params):
+        got.setdefault(row["key"], {})[row["cause"]] = row["idle_gpu_hours"] * 3600
+    return got
+
+
+def _compare_causes(pipeline: Pipeline, truth: dict, by: str) -> None:  # type: ignore[type-arg]
+    """Each owner's idle GPU-seconds per cause as the simulator planted them (measured: equal to the
+    millisecond on the 16-node day)."""
+    got = _idle_causes(pipeline, truth, by)
+    want = truth["idle_causes"][by]
+    assert got, by
+    for key in set(got) | set(want):
+        causes = want.get(key, {})
+        for cause in IDLE_CAUSES:
+            assert got.get(key, {}).get(cause, 0.0) == pytest.approx(causes.get(cause, 0.0), abs=CAUSE_TOL_S), (
+                by, key, cause, got.get(key), causes)
+
+
 def test_one_day_sixteen_nodes_matches_ground_truth(pipeline: Pipeline, day_16: Path) -> None:
     truth = _truth(day_16)
     pipeline.start_worker(0)
@@ -114,6 +138,8 @@ def test_one_day_sixteen_nodes_matches_ground_truth(pipeline: Pipeline, day_16: 
     pipeline.wait(timeout_s=900)
     for by in ("team", "model", "business_unit", "failure_reason"):
         _compare(pipeline, truth, by)
+    for by in ("team", "node"):
+        _compare_causes(pipeline, truth, by)
 
 
 def _totals(pipeline: Pipeline, truth: dict) -> dict[str, tuple[float, float, float]]:  # type: ignore[type-arg]

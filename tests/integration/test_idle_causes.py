@@ -72,8 +72,10 @@ def plant(client: Client) -> None:
     write_facts(client, "c", "n1", [at(m) for m in range(60)], n1)
     write_facts(client, "c", "n2", [at(m) for m in range(38, 50)],
                 [fact("n2", m, "c", "tc", 0.0) for m in range(38, 50)])
+    # e holds n3 for the first half of minute 45 only; n3's fabric fails in its second half
+    write_facts(client, "c", "n3", [at(45)], [{**fact("n3", 45, "e", "te", 0.0), "gpu_seconds": 30.0}])
     client.insert("job_attempts", [list(r.values()) for r in (attempt("a", 0, 60), attempt("b", 0, None),
-                                                            attempt("c", 38, 50))],
+                                                            attempt("c", 38, 50), attempt("e", 45, 45.5))],
                   column_names=list(attempt("a", 0, 60)))
     insert_rows(client, "checkpoints", [{"event_id": "ck1", "cluster": "c", "job_id": "a", "attempt": 1,
                                          "kind": "write", "path": "/ckpt/1", "bytes": 10**9, "started": at(10),
@@ -99,6 +101,7 @@ def plant(client: Client) -> None:
         run("n1-failed", at(30), ["n1"], None, False),
         run("n1-passed", at(35), ["n1"], 100.0, True),
         run("n2-slow", at(40), ["n2"], 50.0, True),  # half its baseline
+        run("n3-failed", at(45.5), ["n3"], None, False),
     ])
     insert_rows(client, "pricing_rates", [{"event_id": "p1", "cluster": "c", "effective_from": T0 - timedelta(days=2),
                                            "currency": "USD", "gpu_model": "H100", "hourly_rate": RATE}])
@@ -127,6 +130,10 @@ def test_each_planted_cause_comes_out_as_planted(client: Client) -> None:
                "idle": 3600 - 300 - 300 - 900, "unobserved": 0},
         # c: n2 below its baseline from minute 40; the two minutes before are its start
         "tc": {"checkpoint": 0, "storage_stall": 0, "fabric_degraded": 600, "startup": 120, "teardown": 0,
+               "idle": 0, "unobserved": 0},
+        # e: its half minute was before n3's fabric failed (a cause counts within the attempt's part of
+        # the window, not anywhere in it)
+        "te": {"checkpoint": 0, "storage_stall": 0, "fabric_degraded": 0, "startup": 30, "teardown": 0,
                "idle": 0, "unobserved": 0},
     }
     for team, want in expected.items():

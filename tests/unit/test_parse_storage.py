@@ -98,6 +98,23 @@ def test_missing_half_is_zero_only_when_the_family_is_absent() -> None:
     assert 'device="sdb"' in dead.raw
 
 
+def test_a_non_number_point_loses_that_sample_not_the_counter() -> None:
+    """A query_range series with one unreadable point: that device's sample at that time is a dead
+    letter (its read half cannot stand alone), never a write counter that fell to 0 and jumped back."""
+    def series(name: str, values: list[str]) -> dict[str, object]:
+        return {"metric": {"__name__": name, "device": "nvme0n1", "instance": "n1:9100"},
+                "values": [[T.timestamp() + 30 * k, v] for k, v in enumerate(values)]}
+    answer = {"status": "success", "data": {"resultType": "matrix", "result": [
+        series("node_disk_read_bytes_total", ["100", "200", "300"]),
+        series("node_disk_written_bytes_total", ["1000", "n/a", "3000"])]}}
+    result = storage.parse(json.dumps(answer), cluster="c1")
+    assert [(e.time.second, rows(e)) for e in result.events] == [
+        (0, {("disk", "nvme0n1", None): (100, 1000)}), (0, {("disk", "nvme0n1", None): (300, 3000)})]
+    assert [e.time for e in result.events] == [T, T.replace(minute=1)]
+    reasons = [d.reason for d in result.dead_letters]
+    assert len(reasons) == 2 and "without its node_disk_written_bytes_total" in reasons[1]
+
+
 @pytest.mark.parametrize(
     ("value", "reasons"),
     [

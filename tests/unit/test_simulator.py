@@ -445,3 +445,38 @@ def test_the_inference_servers_token_counters_read_back_as_the_truth_per_model(w
     truth = wide.truth["outputs_by_model"]
     assert truth and {m: dict(v) for m, v in got.items()} == truth
     assert all(v["tokens_prompt"] == 3 * v["tokens_generated"] > 0 for v in truth.values())
+
+
+# --- idle causes -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("group", ["team", "model", "node"])
+def test_idle_causes_split_exactly_the_idle_time(wide: SimulationResult, group: str) -> None:
+    """The causes of every owner add up to its allocated − busy − unobserved GPU-seconds."""
+    causes = wide.truth["idle_causes"][group]
+    assert causes
+    for key, parts in causes.items():
+        row = rows(wide.truth, group)[key]
+        idle = row["allocated_gpu_seconds"] - row["busy_gpu_seconds"] - row["unobserved_gpu_seconds"]
+        assert sum(v for c, v in parts.items() if c != "unobserved") == pytest.approx(idle, abs=1e-6), key
+        assert parts["unobserved"] == pytest.approx(row["unobserved_gpu_seconds"], abs=1e-6), key
+        assert all(v >= 0 for c, v in parts.items() if c != "idle"), key
+
+
+def test_every_planted_cause_comes_out(wide: SimulationResult) -> None:
+    """The stall, the degraded fabric, checkpoints and slow starts each leave idle time of their own
+    cause, where the simulator put them."""
+    truth = wide.truth
+    by_node = truth["idle_causes"]["node"]
+    stall = truth["storage_stall"]
+    seconds = (datetime.fromisoformat(stall["to"]) - datetime.fromisoformat(stall["from"])).total_seconds()
+    gpus = sum(1 for g in truth["gpus"].values() if g["node"] == stall["node"])
+    # every GPU on the node was starved (a tenth of its work) for the whole stall, if held
+    assert by_node[stall["node"]]["storage_stall"] > 0.5 * 0.9 * seconds
+    assert by_node[stall["node"]]["storage_stall"] <= gpus * seconds + 1e-6
+    degraded = truth["degraded_node"]
+    tested_with_it = {n for r in truth["acceptance_runs"] if degraded in r["nodes"] for n in r["nodes"]}
+    assert by_node[degraded]["fabric_degraded"] > 0
+    assert all(v["fabric_degraded"] == 0 for n, v in by_node.items() if n not in tested_with_it)
+    totals = {c: sum(v[c] for v in by_node.values()) for c in ("checkpoint", "startup")}
+    assert truth["slow_starts"] > 0 and totals["startup"] > 60 * truth["slow_starts"]
+    assert totals["checkpoint"] > 0
+

@@ -100,6 +100,8 @@ def write_logs(out_dir: Path, cfg: SimConfig, cluster: Cluster, state: SimState,
         rel = f"nccl/{cfg.at(attempt.run_start).strftime('%Y-%m-%d')}-{name}.log"
         write_text(out_dir / rel, "\n".join(lines))
         written[rel] = malformed
-        runs_out.append({"file": rel, "nodes": nodes, "ranks": 8 * len(nodes), "avg_busbw_gbps": float(f"{avg:.5g}"),
+        runs_out.append({"file": rel, "started": cfg.at(attempt.run_start).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                         "at": attempt.run_start, "nodes": nodes, "ranks": 8 * len(nodes),
+                         "avg_busbw_gbps": float(f"{avg:.5g}"),
                          "degraded": degraded, "malformed_rows": malformed})
     return written, runs_out

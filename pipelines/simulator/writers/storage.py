@@ -2,10 +2,12 @@
 
 node_exporter: a ``query_range`` matrix of ``node_disk_read_bytes_total`` /
 ``node_disk_written_bytes_total`` (device ``nvme0n1``) per node — background I/O, dataset reads
-when an attempt starts, Kubernetes checkpoint writes staged on local disk — and the Lustre
+when an attempt starts, Kubernetes checkpoint writes staged on local disk, the planted storage
+stall at the node's ceiling — and the Lustre
 exporter's per-job ``lustre_job_read_bytes_total`` / ``lustre_job_write_bytes_total`` (``jobid``,
 ``target``, ``component="ost"``) for Slurm jobs while they run (dataset reads, checkpoint writes
-and restores). Counters are cumulative integers. One point holds a non-number (malformed).
+and restores). Counters are cumulative integers. One point holds a non-number (malformed; its device's read
+half at that time cannot stand alone and is a dead letter too).
 
 checkpoints: one JSON object per line per checkpoint write or restore, in start order:
 ``job_id`` (Slurm id, or ``<namespace>/<pod>``), ``attempt``, ``kind`` (``write``/``restore``),
@@ -15,18 +17,20 @@ malformed lines: one truncated, one finishing before it starts.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import orjson
 
+from pipelines.simulator.anomalies import STALL_MIN_RATE, StorageStall
 from pipelines.simulator.config import SimConfig
 from pipelines.simulator.model.cluster import Cluster
 from pipelines.simulator.model.jobs import Attempt, SimState
 from pipelines.simulator.writers.common import prom_value, rfc3339, write_text
 
 NODE_FILE, CHECKPOINT_FILE = "storage/node_exporter.json", "storage/checkpoints.jsonl"
-NODE_MALFORMED, CHECKPOINT_MALFORMED = 1, 2
+NODE_MALFORMED, CHECKPOINT_MALFORMED = 2, 2  # the unreadable point and the read half it leaves alone
 
 
 def _spread(series: np.ndarray, cfg: SimConfig, a: int, b: int, total: float) -> None:
@@ -36,22 +40,48 @@ def _spread(series: np.ndarray, cfg: SimConfig, a: int, b: int, total: float) ->
         series[k0:k1] += total / (k1 - k0)
 
 
-def _node_counters(cfg: SimConfig, cluster: Cluster, state: SimState, rng: np.random.Generator) -> dict[str, tuple]:
+@dataclass
+class NodeCounters:
+    """One node's local disk: bytes read and written in each scrape interval, and the counters'
+    values before the window."""
+
+    read: np.ndarray
+    write: np.ndarray
+    read0: float
+    write0: float
+
+    def readings(self) -> tuple[np.ndarray, np.ndarray]:
+        """The two counters as an exporter prints them at each scrape (whole bytes)."""
+        return np.round(self.read0 + np.cumsum(self.read)), np.round(self.write0 + np.cumsum(self.write))
+
+
+def node_counters(cfg: SimConfig, cluster: Cluster, state: SimState, rng: np.random.Generator,
+                  stall: StorageStall | None) -> dict[str, NodeCounters]:
+    """Every node's disk traffic; during the planted storage stall its node reads at its ceiling."""
     step, steps = cfg.scrape_interval_s, cfg.steps
     out = {}
     for node in cluster.nodes:
         read = rng.uniform(1e6, 5e6, steps) * step
         write = rng.uniform(5e5, 3e6, steps) * step
-        out[node.name] = (read, write, float(rng.uniform(1e11, 5e12)), float(rng.uniform(1e11, 3e12)))
+        out[node.name] = NodeCounters(read, write, float(rng.uniform(1e11, 5e12)), float(rng.uniform(1e11, 3e12)))
     for attempt in state.attempts:
         end = attempt.end if attempt.end is not None else cfg.horizon
         for name in attempt.nodes:
-            _spread(out[name][0], cfg, attempt.run_start, min(attempt.run_start + 300, end), rng.uniform(5e9, 2e11))
+            _spread(out[name].read, cfg, attempt.run_start, min(attempt.run_start + 300, end), rng.uniform(5e9, 2e11))
         if attempt.pod is not None:
             for ckpt in attempt.checkpoints:
                 if ckpt.kind == "write":
-                    _spread(out[ckpt.node][1], cfg, ckpt.started, ckpt.finished, ckpt.bytes)
+                    _spread(out[ckpt.node].write, cfg, ckpt.started, ckpt.finished, ckpt.bytes)
+    if stall is not None:
+        c = out[stall.node]
+        ceiling = max(float((c.read + c.write).max()), STALL_MIN_RATE * step)
+        c.read[stall.k1:stall.k2] = ceiling - c.write[stall.k1:stall.k2]
     return out
+
+
+def unreadable(cluster: Cluster, cfg: SimConfig) -> tuple[str, int]:
+    """The node and scrape whose written-bytes counter is printed as a non-number."""
+    return sorted(n.name for n in cluster.nodes)[0], cfg.steps // 2
 
 
 def _series(name: str, labels: dict[str, str], steps: list[int], values: list[str], ts: list[str]) -> str:
@@ -84,18 +114,19 @@ def _lustre(cfg: SimConfig, state: SimState, ts: list[str], rng: np.random.Gener
     return out
 
 
-def write_node_exporter(path: Path, cfg: SimConfig, cluster: Cluster, state: SimState,
-                        rng: np.random.Generator) -> int:
+def write_node_exporter(path: Path, cfg: SimConfig, cluster: Cluster, counters: dict[str, NodeCounters],
+                        state: SimState, rng: np.random.Generator) -> int:
     ts = [prom_value(cfg.start_epoch + k * cfg.scrape_interval_s) for k in range(cfg.steps)]
     every = list(range(cfg.steps))
     parts = []
-    for i, (name, (read, write, read0, write0)) in enumerate(sorted(_node_counters(cfg, cluster, state, rng).items())):
+    bad_node, bad_step = unreadable(cluster, cfg)
+    for name, c in sorted(counters.items()):
         labels = {"device": "nvme0n1", "instance": f"{name}:9100", "job": "node-exporter"}
-        for metric, arr, base in (("node_disk_read_bytes_total", read, read0),
-                                  ("node_disk_written_bytes_total", write, write0)):
-            values = [prom_value(v) for v in np.round(base + np.cumsum(arr)).tolist()]
-            if i == 0 and metric == "node_disk_written_bytes_total":
-                values[len(values) // 2] = "n/a"
+        for metric, arr in zip(("node_disk_read_bytes_total", "node_disk_written_bytes_total"), c.readings(),
+                               strict=True):
+            values = [prom_value(v) for v in arr.tolist()]
+            if name == bad_node and metric == "node_disk_written_bytes_total":
+                values[bad_step] = "n/a"
             parts.append(_series(metric, labels, every, values, ts))
     parts += _lustre(cfg, state, ts, rng)
     write_text(path, '{"status":"success","data":{"resultType":"matrix","result":[' + ",".join(parts) + "]}}")

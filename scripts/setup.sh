@@ -11,6 +11,8 @@ command -v java >/dev/null 2>&1 || need_apt+=(openjdk-17-jre-headless)
 command -v mvn >/dev/null 2>&1 || need_apt+=(maven)
 command -v prometheus >/dev/null 2>&1 || need_apt+=(prometheus)
 command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)  # the dashboard's browser test
+# a real Slurm cluster for the Slurm collector's tests (infra/slurm/start.sh): daemons, accounting, its database
+command -v slurmctld >/dev/null 2>&1 || need_apt+=(slurm-wlm slurmdbd munge mariadb-server)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: installing Debian packages: ${need_apt[*]}"
   export DEBIAN_FRONTEND=noninteractive

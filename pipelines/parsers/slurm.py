@@ -1,4 +1,4 @@
-"""Slurm ``sacct --json`` / ``squeue --json`` (data_parser v0.0.39 to v0.0.42) -> allocation events.
+"""Slurm ``sacct --json`` / ``squeue --json`` (data_parser v0.0.38 to v0.0.42) -> allocation events.
 
 Input: ``{"meta": {...}, "errors": [...], "jobs": [...]}`` from either command (field spellings
 and version shapes: :mod:`pipelines.parsers.slurm_record`, :mod:`pipelines.parsers.slurm_fields`),

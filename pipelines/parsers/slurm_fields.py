@@ -92,11 +92,14 @@ def states(value: Any) -> tuple[str, ...]:
 
 
 def exit_info(value: Any) -> tuple[int | None, int | None]:
-    """``(return_code, signal)`` from either exit-code shape (or a bare return code)."""
+    """``(return_code, signal)`` from either exit-code shape, or from the bare number ``squeue --json``
+    of data_parser v0.0.38 (Slurm 22.05) prints: the job's wait status, ``code << 8`` or the signal."""
     if value is None:
         return None, None
     if isinstance(value, int) and not isinstance(value, bool):
-        return value, None
+        if value & 0x7F:
+            return 0, value & 0x7F
+        return value >> 8, None
     if not isinstance(value, dict):
         raise ValueError(f"exit_code must be an object, got {type(value).__name__}")
     code = integer(value.get("return_code"))

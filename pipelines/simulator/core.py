@@ -29,14 +29,14 @@ from typing import Any
 import numpy as np
 import orjson
 
-from pipelines.simulator import anomalies, causes, workload
+from pipelines.simulator import anomalies, causes, costs, workload
 from pipelines.simulator.config import DEFAULT_CLUSTER, DEFAULT_START, SimConfig
 from pipelines.simulator.failures import plan_node_failures
 from pipelines.simulator.metrics import build_metrics
 from pipelines.simulator.model.cluster import build_cluster
 from pipelines.simulator.org import org_versions
 from pipelines.simulator.scheduler import run
-from pipelines.simulator.truth import build_truth, iso
+from pipelines.simulator.truth import attempt_keys, build_truth, iso
 from pipelines.simulator.utilization import loading_seconds
 from pipelines.simulator.writers import dcgm, kubernetes, nccl, outputs, reference, slurm, storage
 from pipelines.simulator.writers.common import write_text
@@ -106,8 +106,8 @@ def simulate(nodes: int, hours: float, seed: int, out_dir: Path, start: datetime
     dcgm.write_query_range(out / DCGM_FILE, cfg, series)
     malformed[DCGM_FILE] = len(bad)
     disks = storage.node_counters(cfg, topology, state, rng[5], stall)
-    malformed[storage.NODE_FILE] = storage.write_node_exporter(out / storage.NODE_FILE, cfg, topology, disks, state,
-                                                               rng[5])
+    lustre = storage.lustre_counters(cfg, state, rng[5])
+    malformed[storage.NODE_FILE] = storage.write_node_exporter(out / storage.NODE_FILE, cfg, topology, disks, lustre)
     malformed[storage.CHECKPOINT_FILE] = storage.write_checkpoints(out / storage.CHECKPOINT_FILE, cfg, state)
     logs, runs = nccl.write_logs(out, cfg, topology, state, rng[6])
     malformed.update(logs)
@@ -125,6 +125,9 @@ def simulate(nodes: int, hours: float, seed: int, out_dir: Path, start: datetime
         "to": iso(cfg.at(stall.span(cfg.scrape_interval_s)[1]))}
     extras["slow_starts"] = sum(1 for a in state.attempts if loading_seconds(cfg.seed, a) > 0)
     truth = build_truth(cfg, topology, state, metrics, versions, malformed, extras, planted)
+    truth["cost_by_model"] = costs.cost_by_model(cfg, topology, state,
+                                                 lambda a: attempt_keys(a, cfg.cluster)["model"], hour_start, lustre)
+    truth["cost_per_million_tokens"] = costs.per_million_tokens(truth["cost_by_model"], extras["outputs_by_model"])
     write_text(out / "truth.json", orjson.dumps(truth, option=orjson.OPT_INDENT_2).decode() + "\n")
     manifest = _manifest(cfg, malformed)
     write_text(out / "manifest.json", orjson.dumps(manifest, option=orjson.OPT_INDENT_2).decode() + "\n")

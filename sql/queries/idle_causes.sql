@@ -192,7 +192,8 @@ WITH
     ),
     rates AS
     (
-        SELECT r.cluster AS cluster, r.effective_from AS effective_from, r.gpu_model AS gpu_model,
+        -- one row per version and GPU model: the same event ingested twice is not merged away at once
+        SELECT DISTINCT r.cluster AS cluster, r.effective_from AS effective_from, r.gpu_model AS gpu_model,
                toFloat64(r.hourly_rate) AS hourly_rate, r.currency AS currency
         FROM pricing_rates AS r
         INNER JOIN

@@ -27,7 +27,7 @@ SELECT
                       '\x1F') AS key,
     max(currency) AS currency,
     sum(quantity) AS units,
-    toDecimal64(sum(amount), 2) AS cost,
+    toDecimal64(round(sum(amount), 2), 2) AS cost,  -- to the cent (a conversion alone would cut)
     if(sum(quantity) > 0, round(toFloat64(sum(amount)) / sum(quantity) * 1000000, 6), NULL) AS cost_per_million_units,
     sum(runs) AS successful_runs,
     if(sum(runs) > 0, round(toFloat64(sum(amount)) / sum(runs), 6), NULL) AS cost_per_successful_run

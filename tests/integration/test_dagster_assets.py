@@ -173,8 +173,9 @@ def expected_total() -> Decimal:
     return total + sum(SHARED.values(), Decimal(0)) * 3 / 31
 
 
-TABLES = ["gpu_usage_daily", "queue_time_daily", "idle_waste_daily", "failure_waste_daily", "cost_allocation_daily",
-          "fabric_health", "effective_cluster_unit_cost_monthly", "chargeback_monthly", "capacity_plan"]
+TABLES = ["gpu_usage_daily", "queue_time_daily", "idle_waste_daily", "failure_waste_daily", "idle_causes_daily",
+          "cost_allocation_daily", "fabric_health", "effective_cluster_unit_cost_monthly", "chargeback_monthly",
+          "capacity_plan"]
 
 
 def snapshot(client: Client) -> dict[str, list[tuple[object, ...]]]:
@@ -192,7 +193,7 @@ def materialize_all(settings: Settings, out_dir: Path) -> list[dg.ExecuteInProce
     checks = [c for c in defs.asset_checks or [] if isinstance(c, dg.AssetChecksDefinition)]
     day_assets = [a for a in assets if isinstance(a.partitions_def, dg.DailyPartitionsDefinition)]
     month_assets = [a for a in assets if isinstance(a.partitions_def, dg.MonthlyPartitionsDefinition)]
-    assert len(day_assets) + len(month_assets) == len(assets) == 10 and capacity_plan in month_assets
+    assert len(day_assets) + len(month_assets) == len(assets) == 11 and capacity_plan in month_assets
     results = [dg.materialize([*day_assets, *_checks_for(checks, day_assets)], partition_key=day, resources=resources)
                for day in DAYS]
     results.append(dg.materialize([*month_assets, *_checks_for(checks, month_assets)], partition_key="2026-03-01",

@@ -71,6 +71,29 @@ def test_lost_work_check_fails_when_the_facts_exceed_the_attempt_record(warehous
                       "2026-03-14").passed
 
 
+def test_idle_causes_add_up_to_the_idle_time_and_the_check_sees_when_not(warehouse: Settings) -> None:
+    assert _check(warehouse, "idle_causes_daily", "idle_causes_daily_sum_to_idle", "2026-03-14").passed
+    client = get_client(warehouse)
+    try:
+        causes = dict(client.query("SELECT cause, sum(idle_seconds) FROM idle_causes_daily WHERE day = '2026-03-14' "
+                                   "GROUP BY cause").result_rows)
+        facts_idle = client.query(
+            "SELECT sum(gpu_seconds - busy_seconds - unobserved_seconds) FROM resolved_facts WHERE kind = 'allocated' "
+            "AND toDate(window_start) = '2026-03-14'").result_rows[0][0]
+        assert causes["idle"] > 0 and facts_idle > 0
+        assert sum(v for c, v in causes.items() if c != "unobserved") == pytest.approx(facts_idle, abs=1e-6)
+        # the facts of that day change after the asset was built (a late correction): the day's causes
+        # no longer add up to its idle time
+        client.command("INSERT INTO idle_causes_daily SELECT * REPLACE ('idle' AS cause, 600. AS idle_seconds) "
+                       "FROM idle_causes_daily WHERE day = '2026-03-14' LIMIT 1")
+        params = {"day": T0.date(), "start": T0, "end": T0 + timedelta(days=1), "tolerance_s": 0.0036}
+        result = client.query(load_query("waste_idle_causes_check"), parameters=params)
+        check = dict(zip(result.column_names, result.result_rows[0], strict=True))
+    finally:
+        client.close()
+    assert check["bad"] == 1 and check["worst"] == pytest.approx(600.0)
+
+
 def test_lost_work_is_clipped_to_the_report_range_and_counts_the_checkpoint_window(warehouse: Settings) -> None:
     client = get_client(warehouse)
     try:

@@ -138,6 +138,11 @@ def test_each_planted_cause_comes_out_as_planted(client: Client) -> None:
     }
     for team, want in expected.items():
         assert got[team] == pytest.approx(want, abs=1e-6), team
+    # the price list ingested again (the same event, not yet merged away): nothing counts twice
+    insert_rows(client, "pricing_rates", [{"event_id": "p1", "cluster": "c", "effective_from": T0 - timedelta(days=2),
+                                           "currency": "USD", "gpu_model": "H100", "hourly_rate": RATE}])
+    again = causes(client)
+    assert set(again) == set(got) and all(again[t] == pytest.approx(got[t]) for t in got)
 
 
 def test_causes_sum_to_the_idle_of_gpu_hours_for_every_grouping(client: Client) -> None:

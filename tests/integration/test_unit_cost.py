@@ -1,7 +1,8 @@
 """Outputs as the denominator of the unit cost, end to end on the real services: the demo ingests
 its simulated vLLM servers' token counters through Kafka, and ``report unit-cost`` gives each model
-its cost per million tokens — its cost as the chargeback bills it, over the tokens the simulator's
-truth says its servers produced — beside its cost per successful run."""
+its cost per million tokens — its cost as the chargeback bills it, over the tokens its servers
+produced — beside its cost per successful run, each equal to what the simulator's truth prices its
+own state at."""
 
 from __future__ import annotations
 
@@ -80,6 +81,12 @@ def test_cost_per_million_tokens_per_model(isolated_settings: Settings, tmp_path
         assert generated[model]["units"] == pytest.approx(made["tokens_generated"])
         assert float(row["cost"]) == pytest.approx(billed[model], abs=0.01 * len(focus))
         assert row["cost_per_million_units"] == pytest.approx(float(row["cost"]) / row["units"] * 1e6, rel=1e-3)
+        # the simulator's own pricing of its own state: compute, idle, shared costs, per million tokens
+        assert row["cost_per_million_units"] == pytest.approx(truth["cost_per_million_tokens"][model], rel=1e-6)
+    assert set(truth["cost_per_million_tokens"]) == set(served)
+    # every model's cost of the day, served or not, against the truth (the report rounds to the cent)
+    assert {k: float(r["cost"]) for k, r in tokens.items() if float(r["cost"])} == pytest.approx(
+        truth["cost_by_model"], abs=0.005)
     assert generated["unknown"]["units"] == pytest.approx(777 + served.get("unknown", {}).get("tokens_generated", 0))
     assert {k: r["units"] for k, r in tokens.items() if k not in served and k != "unknown"} == {
         k: 0 for k in tokens if k not in served and k != "unknown"}  # models without a server: no tokens

@@ -18,8 +18,8 @@ from dagster_project.defs.usage.schedules import DAILY_ASSETS, MONTHLY_ASSETS
 
 REPO = Path(__file__).resolve().parents[2]
 
-DAILY = {"gpu_usage_daily", "queue_time_daily", "idle_waste_daily", "failure_waste_daily", "cost_allocation_daily",
-         "fabric_health"}
+DAILY = {"gpu_usage_daily", "queue_time_daily", "idle_waste_daily", "failure_waste_daily", "idle_causes_daily",
+         "cost_allocation_daily", "fabric_health"}
 MONTHLY = {"effective_cluster_unit_cost_monthly", "chargeback_monthly", "chargeback_files", "capacity_plan"}
 
 
@@ -49,6 +49,7 @@ def test_lineage() -> None:
     assert parents("effective_cluster_unit_cost_monthly") == {"cost_allocation_daily"}
     assert parents("capacity_plan") == {"gpu_usage_daily", "failure_waste_daily"}
     assert parents("idle_waste_daily") == parents("failure_waste_daily") == {"gpu_usage_daily"}
+    assert parents("idle_causes_daily") == {"gpu_usage_daily"}
 
 
 def test_checks_are_predicates_and_block_upstream_of_exports() -> None:
@@ -57,6 +58,7 @@ def test_checks_are_predicates_and_block_upstream_of_exports() -> None:
     assert on == {
         "gpu_usage_daily_gpu_seconds_conserved": "gpu_usage_daily",
         "failure_waste_daily_lost_within_failed": "failure_waste_daily",
+        "idle_causes_daily_sum_to_idle": "idle_causes_daily",
         "cost_allocation_daily_gpu_seconds_conserved": "cost_allocation_daily",
         "cost_allocation_daily_money_conserved": "cost_allocation_daily",
         "cost_allocation_daily_no_negative_cost": "cost_allocation_daily",

@@ -107,6 +107,8 @@ def test_state_shapes(value: Any, expected: tuple[str, ...]) -> None:
     ({"status": ["SIGNALED"], "return_code": {"set": False, "infinite": False, "number": 0},
       "signal": {"id": {"set": True, "infinite": False, "number": 15}, "name": "TERM"}}, (None, 15)),
     (None, (None, None)),
+    # squeue --json of Slurm 22.05 (v0.0.38): the wait status — exit 3, killed by SIGKILL, success
+    (768, (3, None)), (9, (0, 9)), (0, (0, None)),
 ])
 def test_exit_code_shapes(value: Any, expected: tuple[int | None, int | None]) -> None:
     assert f.exit_info(value) == expected

@@ -480,3 +480,21 @@ def test_every_planted_cause_comes_out(wide: SimulationResult) -> None:
     assert truth["slow_starts"] > 0 and totals["startup"] > 60 * truth["slow_starts"]
     assert totals["checkpoint"] > 0
 
+
+
+def test_cost_truth_conserves_the_cluster_cost(wide: SimulationResult) -> None:
+    """The models' costs add up to every GPU's seconds at its rate plus the shared costs of the day
+    (from 00:00, when the price version starts, to midnight), whoever used them."""
+    from pipelines.simulator.writers.reference import GPU_HOURLY, MONTHLY
+
+    truth = wide.truth
+    gpus = sum(float(GPU_HOURLY[g["gpu_model"]]) for g in truth["gpus"].values())
+    hours = truth["hours"]
+    shared = sum(MONTHLY.values()) * 1 / 30  # a whole November day: the prices start on its first hour
+    assert sum(truth["cost_by_model"].values()) == pytest.approx(gpus * hours + shared, rel=1e-12)
+    per_million = truth["cost_per_million_tokens"]
+    assert per_million and set(per_million) <= set(truth["outputs_by_model"])
+    for model, value in per_million.items():
+        made = truth["outputs_by_model"][model]
+        assert value == pytest.approx(truth["cost_by_model"][model] / (made["tokens_generated"]
+                                                                       + made["tokens_prompt"]) * 1e6)

@@ -27,7 +27,8 @@ daily_assets_schedule = dg.build_schedule_from_partitioned_job(
 # what each job rebuilds: a partition is stale until every one of them was built after its inputs changed
 # (asset keys: the asset modules import this package's assets, so they cannot be imported here)
 DAILY_ASSETS = [dg.AssetKey(k) for k in ("gpu_usage_daily", "queue_time_daily", "idle_waste_daily",
-                                         "failure_waste_daily", "cost_allocation_daily", "fabric_health")]
+                                         "failure_waste_daily", "idle_causes_daily", "cost_allocation_daily",
+                                         "fabric_health")]
 MONTHLY_ASSETS = [dg.AssetKey(k) for k in ("effective_cluster_unit_cost_monthly", "chargeback_monthly",
                                            "chargeback_files", "capacity_plan")]
 LATE = {"gpuledger/reason": "late data"}

@@ -90,12 +90,34 @@ def _series(name: str, labels: dict[str, str], steps: list[int], values: list[st
     return f'{{"metric":{metric},"values":[{points}]}}'
 
 
-def _lustre(cfg: SimConfig, state: SimState, ts: list[str], rng: np.random.Generator) -> list[str]:
+@dataclass
+class JobCounters:
+    """One Slurm job's Lustre per-job stats: the scrapes its series is present at (while an attempt
+    of it runs) and its read and write counters there (whole bytes)."""
+
+    steps: list[int]
+    read: np.ndarray
+    write: np.ndarray
+
+    def moved(self, cfg: SimConfig, day_start: int, day_end: int) -> float:
+        """Bytes read and written between each present scrape in ``[day_start, day_end)`` and the
+        present scrape before it (the first scrape of the series has none)."""
+        total = self.read + self.write
+        out = 0.0
+        for prev, k in zip(self.steps, self.steps[1:], strict=False):
+            if day_start <= k * cfg.scrape_interval_s < day_end:
+                out += float(total[k] - total[prev])
+        return out
+
+
+def lustre_counters(cfg: SimConfig, state: SimState, rng: np.random.Generator) -> dict[str, JobCounters]:
+    """Every Slurm job's Lustre traffic: dataset reads as each attempt starts, checkpoint writes and
+    restores."""
     by_job: dict[str, list[Attempt]] = {}
     for attempt in state.attempts:
         if attempt.spec.scheduler == "slurm":
             by_job.setdefault(attempt.job_id, []).append(attempt)
-    out, step = [], cfg.scrape_interval_s
+    out, step = {}, cfg.scrape_interval_s
     for job_id, attempts in sorted(by_job.items()):
         read, write = np.zeros(cfg.steps), np.zeros(cfg.steps)
         alive = np.zeros(cfg.steps, bool)
@@ -105,17 +127,22 @@ def _lustre(cfg: SimConfig, state: SimState, ts: list[str], rng: np.random.Gener
             _spread(read, cfg, attempt.run_start, min(attempt.run_start + 240, end), rng.uniform(1e9, 5e10))
             for ckpt in attempt.checkpoints:
                 _spread(write if ckpt.kind == "write" else read, cfg, ckpt.started, ckpt.finished, ckpt.bytes)
-        steps = np.flatnonzero(alive).tolist()
+        out[job_id] = JobCounters(np.flatnonzero(alive).tolist(), np.round(np.cumsum(read)), np.round(np.cumsum(write)))
+    return out
+
+
+def _lustre(jobs: dict[str, JobCounters], ts: list[str]) -> list[str]:
+    out = []
+    for job_id, c in sorted(jobs.items()):
         labels = {"component": "ost", "jobid": job_id, "target": f"scratch-OST{int(job_id) % 8:04x}",
                   "instance": "oss01:9169", "job": "lustre"}
-        for name, arr in (("lustre_job_read_bytes_total", read), ("lustre_job_write_bytes_total", write)):
-            total = np.round(np.cumsum(arr))
-            out.append(_series(name, labels, steps, [prom_value(total[k]) for k in steps], ts))
+        for name, total in (("lustre_job_read_bytes_total", c.read), ("lustre_job_write_bytes_total", c.write)):
+            out.append(_series(name, labels, c.steps, [prom_value(total[k]) for k in c.steps], ts))
     return out
 
 
 def write_node_exporter(path: Path, cfg: SimConfig, cluster: Cluster, counters: dict[str, NodeCounters],
-                        state: SimState, rng: np.random.Generator) -> int:
+                        jobs: dict[str, JobCounters]) -> int:
     ts = [prom_value(cfg.start_epoch + k * cfg.scrape_interval_s) for k in range(cfg.steps)]
     every = list(range(cfg.steps))
     parts = []
@@ -128,7 +155,7 @@ def write_node_exporter(path: Path, cfg: SimConfig, cluster: Cluster, counters: 
             if name == bad_node and metric == "node_disk_written_bytes_total":
                 values[bad_step] = "n/a"
             parts.append(_series(metric, labels, every, values, ts))
-    parts += _lustre(cfg, state, ts, rng)
+    parts += _lustre(jobs, ts)
     write_text(path, '{"status":"success","data":{"resultType":"matrix","result":[' + ",".join(parts) + "]}}")
     return NODE_MALFORMED
 

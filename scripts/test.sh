@@ -9,4 +9,4 @@ if [ "${CI:-}" = "true" ]; then
 fi
 .venv/bin/gpuledger up --workers 0
 # pytest exits 5 when no test ran: that is a failure here, like any non-zero code.
-.venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+.venv/bin/python -m pytest -q -p no:cacheprovider --durations=15 "$@"

@@ -16,7 +16,7 @@ import subprocess
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ from infra.kafka.broker import ensure_topics
 from pipelines import events as ev
 from pipelines.settings import Settings
 from pipelines.topics import SCHEDULER_ALLOCATIONS, physical_name
+from tests.integration.pipeline import Pipeline
 
 pytestmark = pytest.mark.integration
 
@@ -190,3 +191,36 @@ def test_real_jobs_reach_kafka_as_slurm_reports_them(slurm: dict[str, str], isol
     assert states and states[-1].state == "drained" and states[-1].reason == "itest-maintenance"
     assert states[-1].gpus == 8
     sh(env, "scontrol", "update", f"nodename={NODE}", "state=resume")
+
+
+def test_a_drained_node_is_unavailable_capacity(slurm: dict[str, str], isolated_settings: Settings,
+                                                tmp_path: Path) -> None:
+    """Drain the node, let a few seconds pass, resume it: the stream workers count every one of its 8
+    GPUs unavailable from the drain's `node.state` event to the resume's."""
+    env = slurm
+    pipeline = Pipeline(isolated_settings, tmp_path)
+    state_file = tmp_path / "collector.state"
+    try:
+        sh(env, "scontrol", "update", f"nodename={NODE}", "state=drain", "reason=itest-drain")
+        assert collect(isolated_settings, env, state_file)["dead_letters"] == 0
+        time.sleep(5)
+        sh(env, "scontrol", "update", f"nodename={NODE}", "state=resume")
+        wait("the node to be back", lambda: "drain" not in sh(env, "sinfo", "-h", "-n", NODE, "-o", "%T"))
+        assert collect(isolated_settings, env, state_file)["dead_letters"] == 0
+        states = sorted((e for e in consume(isolated_settings) if e.type == "node.state"), key=lambda e: e.time)
+        drained = next(e for e in states if e.data.state == "drained" and e.data.reason == "itest-drain")
+        back = next(e for e in states if e.data.state == "up" and e.time > drained.time)
+        assert drained.data.gpus == back.data.gpus == 8
+        pipeline.start_worker(0)
+        pipeline.wait(timeout_s=300)
+        start, end = drained.time.replace(minute=0, second=0, microsecond=0), back.time + timedelta(hours=1)
+        expected = 8 * (back.time - drained.time).total_seconds()
+
+        def unavailable() -> float:
+            row = pipeline.gpu_hours("node", start, end).get("__unavailable__")
+            return 0.0 if row is None else float(row["gpu_hours"]) * 3600
+
+        wait("the drained windows to close", lambda: unavailable() >= expected - 0.01, timeout_s=120)
+        assert unavailable() == pytest.approx(expected, abs=0.01)  # event times are kept to the millisecond
+    finally:
+        pipeline.stop_all()

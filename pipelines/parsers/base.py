@@ -9,7 +9,9 @@ turns it into exit code 2 with its one-line message).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from pipelines.events import DeadLetter, Envelope, InvalidEvent, validate
 
@@ -37,3 +39,19 @@ class ParseResult:
 
     def reject(self, *, topic: str, source: str, reason: str, raw: str | bytes, origin: str | None = None) -> None:
         self.dead_letters.append(DeadLetter.build(topic=topic, source=source, reason=reason, raw=raw, origin=origin))
+
+
+def json_lines(text: str, record: Callable[[str, int], tuple[dict[str, Any] | None, str]], *, topic: str,
+               source: str, origin: str | None) -> ParseResult:
+    """Every non-blank line through ``record(line, lineno)``: its event object, or ``None`` and the
+    one-line reason it becomes a dead letter."""
+    result = ParseResult()
+    for lineno, line in enumerate(text.split("\n"), 1):
+        if not line.strip():
+            continue
+        obj, reason = record(line, lineno)
+        if obj is None:
+            result.reject(topic=topic, source=source, reason=reason, raw=line, origin=origin)
+        else:
+            result.add(obj, topic=topic, source=source, raw=line, origin=origin)
+    return result

@@ -38,7 +38,7 @@ import orjson
 
 from pipelines.events import event_id
 from pipelines.parsers import prom
-from pipelines.parsers.base import NotThisFormat, ParseResult
+from pipelines.parsers.base import NotThisFormat, ParseResult, json_lines
 from pipelines.topics import STORAGE_IO
 
 SOURCE = "checkpoint"
@@ -65,16 +65,8 @@ def parse(data: bytes | str, *, cluster: str, origin: str | None = None, **hints
     text = prom.as_text(data)
     if not looks_like(text):
         raise NotThisFormat("no JSON line with a job_id: not checkpoint events")
-    result = ParseResult()
-    for lineno, line in enumerate(text.split("\n"), 1):
-        if not line.strip():
-            continue
-        obj, reason = _event(line, lineno, cluster)
-        if obj is None:
-            result.reject(topic=TOPIC, source=SOURCE, reason=reason, raw=line, origin=origin)
-        else:
-            result.add(obj, topic=TOPIC, source=SOURCE, raw=line, origin=origin)
-    return result
+    return json_lines(text, lambda line, lineno: _event(line, lineno, cluster), topic=TOPIC, source=SOURCE,
+                      origin=origin)
 
 
 def _event(line: str, lineno: int, cluster: str) -> tuple[dict[str, Any] | None, str]:

@@ -52,7 +52,7 @@ import orjson
 
 from pipelines.events import event_id
 from pipelines.parsers import prom
-from pipelines.parsers.base import NotThisFormat, ParseResult
+from pipelines.parsers.base import NotThisFormat, ParseResult, json_lines
 from pipelines.topics import STORAGE_IO
 
 SOURCE = "outputs"
@@ -70,16 +70,8 @@ def parse(data: bytes | str, *, cluster: str, origin: str | None = None,
         return _parse_prometheus(text, cluster, origin, {**COUNTERS, **(metrics or {})})
     if not any(line.lstrip().startswith("{") and '"unit"' in line for line in text.split("\n")):
         raise NotThisFormat("neither JSON lines with a unit nor a Prometheus query_range answer")
-    result = ParseResult()
-    for lineno, line in enumerate(text.split("\n"), 1):
-        if not line.strip():
-            continue
-        obj, reason = _record(line, lineno, cluster)
-        if obj is None:
-            result.reject(topic=TOPIC, source=SOURCE, reason=reason, raw=line, origin=origin)
-        else:
-            result.add(obj, topic=TOPIC, source=SOURCE, raw=line, origin=origin)
-    return result
+    return json_lines(text, lambda line, lineno: _record(line, lineno, cluster), topic=TOPIC, source=SOURCE,
+                      origin=origin)
 
 
 def _event(cluster: str, data: dict[str, Any], *key: object) -> dict[str, Any]:

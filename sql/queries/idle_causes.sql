@@ -192,16 +192,8 @@ WITH
     ),
     rates AS
     (
-        -- one row per version and GPU model: the same event ingested twice is not merged away at once
-        SELECT DISTINCT r.cluster AS cluster, r.effective_from AS effective_from, r.gpu_model AS gpu_model,
-               toFloat64(r.hourly_rate) AS hourly_rate, r.currency AS currency
-        FROM pricing_rates AS r
-        INNER JOIN
-        (
-            SELECT cluster, effective_from, argMax(event_id, ingested_at) AS latest
-            FROM pricing_rates
-            GROUP BY cluster, effective_from
-        ) AS l ON l.cluster = r.cluster AND l.effective_from = r.effective_from AND l.latest = r.event_id
+        SELECT cluster, effective_from, gpu_model, toFloat64(hourly_rate) AS hourly_rate, currency
+        FROM current_pricing_rates
     ),
     split AS
     (

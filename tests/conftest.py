@@ -15,10 +15,14 @@ import os
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pytest
 
 from pipelines.settings import Settings
+
+if TYPE_CHECKING:
+    from clickhouse_connect.driver.client import Client
 
 
 @dataclass(frozen=True)
@@ -126,6 +130,18 @@ def isolated_settings(endpoints: Endpoints, tmp_path_factory: pytest.TempPathFac
         topic_prefix=f"test-{tag}.",
         home=tmp_path_factory.mktemp(f"home-{tag}"),
     )
+
+
+@pytest.fixture
+def client(isolated_settings: Settings) -> Iterator[Client]:
+    """A ClickHouse client on the isolated database, its migrations applied."""
+    from infra.services import apply_migrations
+    from sql.client import get_client
+
+    apply_migrations(isolated_settings)
+    c = get_client(isolated_settings)
+    yield c
+    c.close()
 
 
 @pytest.hookimpl(wrapper=True)

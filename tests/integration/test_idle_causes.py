@@ -4,17 +4,13 @@ a slow end), read back by ``report idle-causes`` and checked against ``report gp
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from clickhouse_connect.driver.client import Client
 
-from infra.services import apply_migrations
 from pipelines import reports
-from pipelines.settings import Settings
-from sql.client import get_client
 from tests.integration.test_usage_hourly import insert_rows, write_facts
 
 pytestmark = pytest.mark.integration
@@ -56,14 +52,6 @@ def busy_of_a(minute: int) -> tuple[float, float]:
     if 30 <= minute < 35:  # waiting on a failed fabric
         return 0.0, 0.0
     return 60.0, 0.0
-
-
-@pytest.fixture
-def client(isolated_settings: Settings) -> Iterator[Client]:
-    apply_migrations(isolated_settings)
-    c = get_client(isolated_settings)
-    yield c
-    c.close()
 
 
 def plant(client: Client) -> None:

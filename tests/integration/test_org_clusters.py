@@ -5,32 +5,20 @@ units that exist for the period."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 from clickhouse_connect.driver.client import Client
 
-from infra.services import apply_migrations
 from pipelines.parsers.reference import ALL_CLUSTERS
-from pipelines.settings import Settings
 from sql import load_query
-from sql.client import get_client
 from streams.rollup import rebuild_since
 from tests.integration.test_usage_hourly import T0, at, fact, insert_rows, report, write_facts
 
 pytestmark = pytest.mark.integration
 
 HOURS = 4
-
-
-@pytest.fixture
-def client(isolated_settings: Settings) -> Iterator[Client]:
-    apply_migrations(isolated_settings)
-    c = get_client(isolated_settings)
-    yield c
-    c.close()
 
 
 def version(cluster: str, effective: datetime, units: dict[str, list[str]]) -> list[dict[str, Any]]:

@@ -9,17 +9,13 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from clickhouse_connect.driver.client import Client
 
-from infra.services import apply_migrations
-from pipelines.settings import Settings
 from sql import load_query
-from sql.client import get_client
 from sql.values import as_utc
 from streams.rollup import (
     chunks,
@@ -130,14 +126,6 @@ def attempts() -> list[dict[str, Any]]:
             {**base, "job_id": "train-2", "attempt": 2, "logical_job": "ns/train-2", "outcome": "success"},
             {**base, "scheduler": "slurm", "job_id": "slurm-n1", "attempt": 1, "logical_job": "ns/slurm-n1",
              "outcome": "failure", "failure_reason": ""}]
-
-
-@pytest.fixture
-def client(isolated_settings: Settings) -> Iterator[Client]:
-    apply_migrations(isolated_settings)
-    c = get_client(isolated_settings)
-    yield c
-    c.close()
 
 
 def report(client: Client, query: str, by: str, start: datetime, end: datetime,

@@ -36,13 +36,6 @@ GROUPS = ("team", "model", "node")
 FOREVER = 10**12
 
 
-def _antiderivative(si: StepIntegral, t: np.ndarray) -> np.ndarray:
-    """``∫_0^t f`` for each t in [0, horizon]."""
-    n, dt = len(si.values), si.dt
-    k = np.minimum(t // dt, n - 1)
-    return si.prefix[k] + si.values[k] * (t - k * dt)
-
-
 def _cover(intervals: list[Interval], h0: np.ndarray, h1: np.ndarray) -> np.ndarray:
     """Seconds of each [h0, h1) covered by the (disjoint) intervals."""
     out = np.zeros(len(h0))
@@ -147,8 +140,8 @@ class CauseTruth:
         for slot in attempt.slots:
             util, unobs = self.integrals[slot.series]
             share = slot.weight / UNIT
-            busy = share * (_antiderivative(util, h1) - _antiderivative(util, h0))
-            rows.append((slot, share, busy, share * (_antiderivative(unobs, h1) - _antiderivative(unobs, h0))))
+            busy = share * (util.upto(h1) - util.upto(h0))
+            rows.append((slot, share, busy, share * (unobs.upto(h1) - unobs.upto(h0))))
             busy_any |= busy > 0
         busy_windows = ws[busy_any]
         s = attempt.start

@@ -63,3 +63,8 @@ class StepIntegral:
         if kb < len(vals) and b > kb * dt:
             total += vals[kb] * (b - kb * dt)
         return float(total)
+
+    def upto(self, t: np.ndarray) -> np.ndarray:
+        """``∫_0^t f`` for every ``t`` in ``[0, horizon]`` at once (``over(a, b) = upto(b) − upto(a)``)."""
+        k = np.minimum(t // self.dt, len(self.values) - 1)
+        return self.prefix[k] + self.values[k] * (t - k * self.dt)

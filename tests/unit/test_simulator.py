@@ -162,6 +162,9 @@ def test_step_integral_equals_the_sum_over_seconds(values: list[float], dt: int,
     b = data.draw(st.integers(a + 1, horizon))
     brute = math.fsum(values[t // dt] for t in range(a, b))
     assert abs(StepIntegral(np.array(values), dt, horizon).over(a, b) - brute) < 1e-9
+    integral = StepIntegral(np.array(values), dt, horizon)
+    both = integral.upto(np.array([a, b]))
+    assert abs(both[1] - both[0] - brute) < 1e-9
 
 
 @settings(max_examples=150, deadline=None)

@@ -25,8 +25,14 @@ def delete_partition(client: Client, table: str, column: str, value: date) -> No
 def replace_from_query(client: Client, table: str, column: str, value: date, columns: Sequence[str],
                        query: str, params: dict[str, Any]) -> int:
     """Rebuild ``table``'s rows where ``column = value`` from the named query's SELECT."""
+    return replace_from_select(client, table, column, value, columns, load_query(query), params)
+
+
+def replace_from_select(client: Client, table: str, column: str, value: date, columns: Sequence[str],
+                        select: str, params: dict[str, Any]) -> int:
+    """Rebuild ``table``'s rows where ``column = value`` from a SELECT (server-side parameters)."""
     delete_partition(client, table, column, value)
-    client.command(f"INSERT INTO {table} ({', '.join(columns)})\n{load_query(query)}", parameters=params)
+    client.command(f"INSERT INTO {table} ({', '.join(columns)})\n{select}", parameters=params)
     return count(client, table, column, value)
 
 

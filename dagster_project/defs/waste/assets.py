@@ -6,7 +6,7 @@
 import dagster as dg
 from dagster import AssetExecutionContext
 
-from dagster_project.defs.common.warehouse import count, delete_partition, replace_from_query
+from dagster_project.defs.common.warehouse import replace_from_query, replace_from_select
 from dagster_project.defs.usage.assets import gpu_usage_daily
 from dagster_project.defs.waste.partitions import daily_freshness, daily_partitions, day_bounds
 from dagster_project.defs.waste.resources import ClickHouseResource
@@ -53,13 +53,10 @@ def idle_causes_daily(context: AssetExecutionContext, clickhouse: ClickHouseReso
     node, team, business unit and model — ``report idle-causes``' rules, kept per day."""
     day, start, end = day_bounds(context.partition_key)
     keys = ", ".join(f"parts[{i + 1}]" for i in range(len(CAUSE_DIMENSIONS)))
-    sql = (f"INSERT INTO idle_causes_daily ({', '.join(CAUSE_COLUMNS)})\n"
-           f"SELECT {{day:Date}}, {keys}, cause, idle_gpu_hours * 3600, cost, currency\n"
-           f"FROM (SELECT *, splitByChar('\\x1F', key) AS parts FROM (\n{load_query('idle_causes')}\n))")
+    select = (f"SELECT {{day:Date}}, {keys}, cause, idle_gpu_hours * 3600, cost, currency\n"
+              f"FROM (SELECT *, splitByChar('\\x1F', key) AS parts FROM (\n{load_query('idle_causes')}\n))")
     params = {"day": day, "start": start, "end": end, "cluster": "", "by": ",".join(CAUSE_DIMENSIONS),
               **dict(IDLE_CAUSE_RULES)}
     with clickhouse.client() as client:
-        delete_partition(client, "idle_causes_daily", "day", day)
-        client.command(sql, parameters=params)
-        n = count(client, "idle_causes_daily", "day", day)
+        n = replace_from_select(client, "idle_causes_daily", "day", day, CAUSE_COLUMNS, select, params)
     return dg.MaterializeResult(metadata={"rows": n})

@@ -120,9 +120,11 @@ def simulate(nodes: int, hours: float, seed: int, out_dir: Path, start: datetime
     rates = causes.node_rates({n: c.readings() for n, c in disks.items()}, {storage.unreadable(topology, cfg)},
                               cfg.scrape_interval_s)
     planted = (causes.storage_stalls(cfg, rates), causes.fabric_degraded(runs))
-    extras["storage_stall"] = None if stall is None else {
-        "node": stall.node, "from": iso(cfg.at(stall.span(cfg.scrape_interval_s)[0])),
-        "to": iso(cfg.at(stall.span(cfg.scrape_interval_s)[1]))}
+    if stall is not None:
+        began, ended = stall.span(cfg.scrape_interval_s)
+        extras["storage_stall"] = {"node": stall.node, "from": iso(cfg.at(began)), "to": iso(cfg.at(ended))}
+    else:
+        extras["storage_stall"] = None
     extras["slow_starts"] = sum(1 for a in state.attempts if loading_seconds(cfg.seed, a) > 0)
     truth = build_truth(cfg, topology, state, metrics, versions, malformed, extras, planted)
     truth["cost_by_model"] = costs.cost_by_model(cfg, topology, state,

@@ -282,6 +282,8 @@ def collect_kubernetes(
     workload_kind: Annotated[str | None, typer.Option(help="workload kind of pods without a kind label")] = None,
     nodes: Annotated[bool, typer.Option("--nodes/--no-nodes", help="also list nodes: NotReady, cordoned and "
                                         "their GPU counts (needs list on nodes)")] = True,
+    page_size: Annotated[int, typer.Option("--page-size", min=1, help="pods per list request (the API's "
+                                           "limit; the rest follow by continue tokens)")] = 500,
     follow: FollowOpt = False,
     interval: Annotated[float, typer.Option("--interval", min=1.0, help="with --follow: seconds each watch "
                                             "request stays open (events are handed on as they arrive)")] = 30.0,
@@ -296,7 +298,8 @@ def collect_kubernetes(
     try:
         collector = k8s_collector.PodWatcher(
             api, cluster=_cluster(cluster), namespace=namespace, label_selector=selector,
-            watch_timeout_s=max(1, round(interval)), replicas=replicas, workload_kind=workload_kind,
+            watch_timeout_s=max(1, round(interval)), page_size=page_size, replicas=replicas,
+            workload_kind=workload_kind,
             pod_resources=pod_resources, pod_resources_socket=pod_resources_socket, node_name=node_name,
             nodes=nodes, state_file=_state_path(state_file, name, cluster, follow and not dry_run),
         )

@@ -13,6 +13,7 @@ command -v prometheus >/dev/null 2>&1 || need_apt+=(prometheus)
 command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)  # the dashboard's browser test
 # a real Slurm cluster for the Slurm collector's tests (infra/slurm/start.sh): daemons, accounting, its database
 command -v slurmctld >/dev/null 2>&1 || need_apt+=(slurm-wlm slurmdbd munge mariadb-server)
+command -v slurmrestd >/dev/null 2>&1 || need_apt+=(slurmrestd)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: installing Debian packages: ${need_apt[*]}"
   export DEBIAN_FRONTEND=noninteractive

@@ -2,8 +2,9 @@
 # A one-node Slurm cluster on loopback for the integration tests (and for trying the collector):
 # munged, MariaDB, slurmdbd, slurmctld and one slurmd with 8 typed GPUs (gpu:h100, File= on plain
 # files, AutoDetect=off), accounting on, JobRequeue=1, and the prolog/epilog that write the
-# dcgm-exporter job mapping. Everything lives under $SLURM_DIR (default .gpuledger/slurm); the
-# daemons run as the calling user on their own ports. Idempotent: a running cluster is left as is.
+# dcgm-exporter job mapping; with Debian's slurmrestd installed, slurmrestd on a unix socket
+# ($D/run/slurmrestd.sock, local authentication by the caller's uid). Everything lives under
+# $SLURM_DIR (default .gpuledger/slurm); the daemons run as the calling user on their own ports. Idempotent: a running cluster is left as is.
 # Prints `export SLURM_CONF=…` and the versions found. Stop with infra/slurm/stop.sh.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
@@ -157,5 +158,18 @@ if ! alive "$D/run/slurmctld.pid"; then slurmctld -f "$D/slurm.conf"; fi
 wait_for slurmctld 30 scontrol ping
 if ! alive "$D/run/slurmd-$NODE.pid"; then slurmd -f "$D/slurm.conf" -N "$NODE"; fi
 wait_for slurmd 30 bash -c "sinfo -h -n $NODE -o %t | grep -qE '^(idle|mix|alloc)'"
+# --- slurmrestd (when installed): the REST API on a unix socket, local (peer uid) authentication --
+if command -v slurmrestd >/dev/null && ! alive "$D/run/slurmrestd.pid"; then
+  rm -f "$D/run/slurmrestd.sock"
+  # it refuses to run as root unless told: a test cluster run by root says so
+  SLURMRESTD_SECURITY="$([ "$(id -u)" = 0 ] && echo disable_user_check)" \
+    slurmrestd -f "$D/slurm.conf" -a rest_auth/local "unix:$D/run/slurmrestd.sock" >"$D/log/slurmrestd.log" 2>&1 &
+  echo $! > "$D/run/slurmrestd.pid"
+  disown
+fi
+if command -v slurmrestd >/dev/null; then
+  wait_for slurmrestd 30 curl -sf --unix-socket "$D/run/slurmrestd.sock" http://localhost/openapi/v3
+  echo "export SLURMRESTD_SOCKET=$D/run/slurmrestd.sock"
+fi
 echo "export SLURM_CONF=$D/slurm.conf"
 echo "slurm: $(slurmctld -V), $(munged --version 2>&1 | head -1), $(mariadbd --version | awk '{print $1, $2, $3}')"

@@ -224,3 +224,33 @@ def test_a_drained_node_is_unavailable_capacity(slurm: dict[str, str], isolated_
         assert unavailable() == pytest.approx(expected, abs=0.01)  # event times are kept to the millisecond
     finally:
         pipeline.stop_all()
+
+
+def test_slurmrestd_answers_what_squeue_and_sinfo_answer(slurm: dict[str, str], isolated_settings: Settings,
+                                                        tmp_path: Path) -> None:
+    """The collector reading Slurm's REST API (slurmrestd on its unix socket, through curl, the way
+    a wrapper command would) publishes the running job and the node as the commands make them."""
+    env = slurm
+    socket = Path(env["SLURM_DIR"]) / "run/slurmrestd.sock"
+    assert socket.is_socket(), "infra/slurm/start.sh started no slurmrestd (apt package slurmrestd)"
+    ensure_topics(isolated_settings)
+    job = sh(env, "sbatch", "--parsable", "-p", "gpu", "-A", "llm", "--gres=gpu:h100:2", "-J", "rest",
+             "--wrap", "sleep 30").strip()
+    try:
+        wait("the job to run", lambda: squeue_state(env, job) == "RUNNING")
+        rest = f"curl -sf --unix-socket {socket} http://localhost/slurm/v0.0.38"
+        done = subprocess.run(
+            [str(REPO / ".venv/bin/gpuledger"), "collect", "slurm", "--once", "--cluster", CLUSTER,
+             "--squeue-cmd", f"{rest}/jobs", "--sacct-cmd", "", "--nodes-cmd", f"{rest}/nodes",
+             "--state-file", str(tmp_path / "rest.state"), "--format", "json"],
+            env={**env, **isolated_settings.process_env()}, capture_output=True, text=True, timeout=300, check=False)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert json.loads(done.stdout[done.stdout.index("{"):])["dead_letters"] == 0
+        events = consume(isolated_settings)
+        (running,) = [e.data for e in events if e.type == "allocation.running" and e.data.job_id == job]
+        assert running.node == NODE and running.gpu_indices == gpu_indices(env, job)
+        assert running.owner.account == "llm" and sum(g.count for g in running.gpus) == 2
+        (node,) = [e.data for e in events if e.type == "node.state" and e.data.node == NODE]
+        assert (node.state, node.gpus) == ("up", 8)
+    finally:
+        sh(env, "scancel", job)

@@ -23,6 +23,9 @@ that ended while it was down get their end. With ``end`` the window is closed: o
 ``start..end`` (squeue, which only knows the present, is not run) and the collector is finished.
 ``sacct_args`` replaces the computed window entirely (``--sacct-args "-S 2026-11-01 -E 2026-11-02"``).
 
+Tested against a real Slurm 22.05.8 (data_parser v0.0.38, and slurmrestd's OpenAPI v0.0.38 jobs
+and nodes through curl: tests/integration/test_slurm_real.py) and recorded v0.0.39–v0.0.41 output.
+
 A command that cannot be started, exits non-zero or runs past ``timeout_s`` is
 ``SourceUnavailable``; output that is not Slurm JSON is ``NotThisFormat`` naming the command.
 """

@@ -97,21 +97,28 @@ class PodTracker:
         self._pods: dict[str, _PodState] = {}
         self._groups: OrderedDict[str, dict[str, int]] = OrderedDict()  # group -> member -> attempts used
         self._devices: dict[tuple[str, str, str], list[str]] = {}
+        self._restored: dict[str, tuple[str | None, set[str]]] = {}  # key -> (uid, ids emitted before a restart)
 
     def export_state(self) -> dict[str, Any]:
-        """What numbering needs across a restart: the attempts used per group and member."""
-        return {"groups": {group: dict(members) for group, members in self._groups.items()}}
+        """What a restart needs: the attempts used per group and member (numbering), and the ids
+        already emitted for each pod still followed (a restarted collector's first list then
+        emits only what is new about them)."""
+        return {"groups": {group: dict(members) for group, members in self._groups.items()},
+                "emitted": {key: {"uid": state.uid, "ids": sorted(state.emitted)}
+                            for key, state in self._pods.items() if state.emitted}}
 
     def import_state(self, state: Mapping[str, Any]) -> None:
         groups = state.get("groups")
-        if not isinstance(groups, dict):
-            return
-        for group, members in groups.items():
+        for group, members in (groups.items() if isinstance(groups, dict) else ()):
             if isinstance(members, dict):
                 known = self._groups.setdefault(str(group), {})
                 for member, used in members.items():
                     if isinstance(used, int):
                         known[str(member)] = max(known.get(str(member), 1), used)
+        emitted = state.get("emitted")
+        for key, saved in (emitted.items() if isinstance(emitted, dict) else ()):
+            if isinstance(saved, dict) and isinstance(saved.get("ids"), list):
+                self._restored[str(key)] = (saved.get("uid"), {str(i) for i in saved["ids"]})
 
     def set_devices(self, devices: DeviceMap) -> None:
         """Device ids per (namespace, pod, container), e.g. from ``parse_pod_resources``."""
@@ -242,6 +249,9 @@ class PodTracker:
         members.setdefault(member, 1)
         state = _PodState(uid=view.uid, group=group, member=member, base=base, logical=logical,
                           job_name=job_name)
+        restored_uid, emitted = self._restored.pop(view.key, (None, set()))
+        if restored_uid == view.uid:  # the same pod as before the restart, not one re-created under its name
+            state.emitted = emitted
         self._pods[view.key] = state
         return state
 

@@ -266,6 +266,25 @@ def test_a_restarted_collector_ends_what_vanished_and_numbers_a_recreated_pod_on
     assert new.id not in {e.id for e in first.result.events}  # never deduplicated into its predecessor
 
 
+@pytest.mark.parametrize("fake_api", [[
+    ("list", pod_list("100", A_RUNNING, B_RUNNING)),
+    ("list", pod_list("220", A_DONE, B_RUNNING)),  # after the restart: train-a ended meanwhile
+]], indirect=True)
+def test_a_restarted_collector_publishes_only_what_it_had_not(fake_api: tuple[FakeApiServer, Any],
+                                                               tmp_path: Any) -> None:
+    _, api = fake_api
+    state = tmp_path / "k8s-c1.json"
+    before = PodWatcher(api, cluster="c1", watch_timeout_s=5, clock=lambda: NOW.timestamp(), state_file=state)
+    first = before.poll()
+    assert len(first.result.events) == 4 and first.commit is not None
+    first.commit()
+    after = PodWatcher(api, cluster="c1", watch_timeout_s=5, clock=lambda: NOW.timestamp(), state_file=state)
+    batch = after.poll()
+    assert _kinds(batch.result.events) == [("allocation.ended", "llm-train/train-a")]
+    ended = batch.result.events[0].data
+    assert ended.attempt == 1 and ended.end_time == datetime(2026, 3, 2, 8, 30, tzinfo=UTC)
+
+
 def node(name: str, *, ready: str = "True", cordoned: bool = False, gpus: str = "8",
          labels: dict[str, str] | None = None) -> dict[str, Any]:
     """A Node object as the API serves it (GPU feature discovery labels optional)."""

@@ -23,10 +23,11 @@ when it differs from the last one passed on. A service account that may not list
 warning, and pods are still collected.
 
 With a ``state_file`` the known GPU pods, the time of the last successful poll, the attempts
-used per pod group and the event ids already published for each pod survive a restart (saved after each published batch,
-:mod:`pipelines.collectors.state`): the first list of a restarted collector ends the pods deleted
-while it was down at the last time they were seen, and a pod re-created under the same name
-while it was down continues its predecessor's attempt numbers, and pods still there publish only what is new about them.
+used per pod group and the event ids already published for each pod survive a restart (saved
+after each published batch, :mod:`pipelines.collectors.state`): the first list of a restarted
+collector ends the pods deleted while it was down at the last time they were seen, a pod
+re-created under the same name while it was down continues its predecessor's attempt numbers,
+and the pods still there publish only what is new about them.
 
 The tracker emits each id once per pod, so a re-list does not repeat events. Observation times
 (the end of a pod deleted without a timestamp) are the collector's clock when the event arrived.

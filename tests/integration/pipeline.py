@@ -100,6 +100,11 @@ class Pipeline:
         rows = self.query("gpu_hours", {"by": by, "start": start, "end": end, "cluster": ""})
         return {r["key"]: r for r in rows}
 
+    def unavailable_gpu_seconds(self, start: datetime, end: datetime) -> float:
+        """GPU-seconds of nodes drained, down or NotReady between ``start`` and ``end``."""
+        row = self.gpu_hours("node", start, end).get("__unavailable__")
+        return 0.0 if row is None else float(row["gpu_hours"]) * 3600
+
     def facts_digest(self) -> list[tuple[Any, ...]]:
         """Every current fact, rounded to the microsecond, in a stable order."""
         client = get_client(self.settings)

@@ -9,6 +9,7 @@ publishes is compared with the pods as the API server returns them.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -343,11 +344,7 @@ def test_not_ready_and_cordoned_nodes_are_unavailable_capacity(
         pipeline.wait(timeout_s=300)
         start, stop = down.time.replace(minute=0, second=0, microsecond=0), back.time + timedelta(hours=1)
         expected = 8 * (back.time - down.time).total_seconds()
-
-        def unavailable() -> float:
-            row = pipeline.gpu_hours("node", start, stop).get("__unavailable__")
-            return 0.0 if row is None else float(row["gpu_hours"]) * 3600
-
+        unavailable = functools.partial(pipeline.unavailable_gpu_seconds, start, stop)
         wait("the unavailable windows to close", lambda: unavailable() >= expected - 0.01, timeout_s=120)
         assert unavailable() == pytest.approx(expected, abs=0.01)
     finally:

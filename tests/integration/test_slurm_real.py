@@ -10,6 +10,7 @@ the GPU indices) and with the prolog's dcgm-exporter job mapping. Nothing here f
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -215,11 +216,7 @@ def test_a_drained_node_is_unavailable_capacity(slurm: dict[str, str], isolated_
         pipeline.wait(timeout_s=300)
         start, end = drained.time.replace(minute=0, second=0, microsecond=0), back.time + timedelta(hours=1)
         expected = 8 * (back.time - drained.time).total_seconds()
-
-        def unavailable() -> float:
-            row = pipeline.gpu_hours("node", start, end).get("__unavailable__")
-            return 0.0 if row is None else float(row["gpu_hours"]) * 3600
-
+        unavailable = functools.partial(pipeline.unavailable_gpu_seconds, start, end)
         wait("the drained windows to close", lambda: unavailable() >= expected - 0.01, timeout_s=120)
         assert unavailable() == pytest.approx(expected, abs=0.01)  # event times are kept to the millisecond
     finally:

@@ -98,6 +98,10 @@ class Settings(BaseSettings):
     future_tolerance_seconds: int = Field(
         default=300, ge=0, description="events later than now + this are dead letters (a node clock ahead)")
     stream_workers: int = Field(default=1, ge=0, le=16, description="workers `up` starts in the background")
+    stream_session_timeout_seconds: float = Field(
+        default=60.0, ge=6.0, le=300.0,
+        description="a worker that sent no heartbeat for this long has left its group: its partitions go to "
+                    "the others (the broker's group.min.session.timeout.ms is 6 s)")
 
     @field_validator("clickhouse_url")
     @classmethod
@@ -183,6 +187,7 @@ class Settings(BaseSettings):
             "GPULEDGER_WINDOW_SECONDS": str(self.window_seconds),
             "GPULEDGER_ALLOWED_LATENESS_SECONDS": str(self.allowed_lateness_seconds),
             "GPULEDGER_FUTURE_TOLERANCE_SECONDS": str(self.future_tolerance_seconds),
+            "GPULEDGER_STREAM_SESSION_TIMEOUT_SECONDS": str(self.stream_session_timeout_seconds),
             "GPULEDGER_METRICS_PORT": str(self.metrics_port),
             "GPULEDGER_METRICS_HOST": str(self.metrics_host),
             "KAFKA_SECURITY_PROTOCOL": self.kafka_security_protocol,

@@ -116,6 +116,10 @@ def create_app(settings: Settings) -> faust.App:
         consumer_auto_offset_reset="earliest",
         broker_commit_every=BATCH_MAX,
         broker_commit_interval=1.0,
+        # a crashed worker's partitions go to the others once its session times out; heartbeats at
+        # most a third of it apart, as Kafka advises
+        broker_session_timeout=settings.stream_session_timeout_seconds,
+        broker_heartbeat_interval=min(3.0, settings.stream_session_timeout_seconds / 3),
         stream_wait_empty=False,
         producer_compression_type="lz4",
         # bounded prefetch: a backlog costs the same memory as live traffic (one batch in the

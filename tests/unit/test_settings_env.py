@@ -24,7 +24,8 @@ PARENTS = {
         kafka_bootstrap_servers="k1:9093,k2:9093", kafka_security_protocol="SASL_SSL",
         kafka_sasl_mechanism="SCRAM-SHA-512", kafka_sasl_username="svc", kafka_sasl_password="pw",
         kafka_ssl_cafile="/etc/ca.pem", clickhouse_url="https://ch:8443", clickhouse_user="writer",
-        clickhouse_password="chpw", clickhouse_database="ledger", topic_prefix="prod.", window_seconds=30),
+        clickhouse_password="chpw", clickhouse_database="ledger", topic_prefix="prod.", window_seconds=30,
+        stream_session_timeout_seconds=12.5),
     "local SCRAM broker": dict(
         kafka_port=19092, kafka_security_protocol="SASL_PLAINTEXT", kafka_sasl_mechanism="SCRAM-SHA-512",
         kafka_sasl_username="gpuledger", kafka_sasl_password="s3cret", clickhouse_port=18123),
@@ -71,7 +72,8 @@ def test_process_env_round_trips_every_kafka_and_clickhouse_field(
 def test_the_child_gets_the_attribution_settings_too(monkeypatch: pytest.MonkeyPatch) -> None:
     original = Settings(**PARENTS["external SASL_SSL"])  # type: ignore[arg-type]
     child = _from_environment(original.process_env(), monkeypatch)
-    names = ("topic_prefix", "home", "window_seconds", "allowed_lateness_seconds", "future_tolerance_seconds")
+    names = ("topic_prefix", "home", "window_seconds", "allowed_lateness_seconds", "future_tolerance_seconds",
+             "stream_session_timeout_seconds")
     assert {n: getattr(child, n) for n in names} == {n: getattr(original, n) for n in names}
 
 

@@ -11,6 +11,7 @@ import os
 import sys
 
 import typer
+from kafka.errors import SaslAuthenticationFailedError
 
 # Typer raises its bundled click's exceptions; these are the ones a user's typo produces.
 from typer._click.exceptions import NoArgsIsHelpError, UsageError
@@ -53,8 +54,15 @@ app.command(help="Round-trip a probe through Kafka and ClickHouse and show it.")
 
 
 class KafkaAuthFailures(logging.Handler):
-    """Remembers the Kafka client's authentication failures: kafka-python retries them until its
-    bootstrap times out and then raises a bare timeout, so the cause is only in its log."""
+    """Remembers the Kafka client's authentication failures, and ends a bootstrap at the first one.
+
+    kafka-python's bootstrap retries a rejected authentication until its timeout (30 s) and then
+    raises a bare timeout, so the cause is only in its log. The same credentials cannot succeed on
+    a retry, so when the bootstrap loop logs a rejection this handler raises it again from that log
+    call: the bootstrap fails at once with the rejection (a ``KafkaError``, so a caller that retries
+    Kafka errors, such as a readiness probe, still does). kafka-python drops the rejections that
+    arrive together with the broker's close, about three in four; one of the next few seconds'
+    attempts shows it."""
 
     def __init__(self) -> None:
         super().__init__(logging.WARNING)
@@ -65,6 +73,10 @@ class KafkaAuthFailures(logging.Handler):
         if "Authentication failed" in text or "SaslAuthenticationFailed" in text:
             reason = text.rsplit("SaslAuthenticationFailedError: ", 1)[-1]  # the broker's words only
             self.last = " ".join(reason.split(" (backoff", 1)[0].split())[:300]
+        if record.name == "kafka.net.manager" and str(record.msg).startswith("Bootstrap connection"):
+            for arg in record.args if isinstance(record.args, tuple) else ():
+                if isinstance(arg, SaslAuthenticationFailedError):
+                    raise arg
 
 
 # an import a command needs -> the extra that brings it (pyproject.toml [project.optional-dependencies])

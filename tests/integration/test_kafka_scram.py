@@ -6,8 +6,8 @@ stream worker (``python -m streams worker``, as ``worker_service`` starts it). T
 worker inherits names another protocol, mechanism, user and password: it gets the right ones only
 from ``Settings.process_env()``. Then the producer publishes through the secured listener, the
 worker writes what it consumed into ClickHouse, ``gpuledger check`` round-trips through it, and a
-wrong password ends ``check`` with one line naming authentication, within kafka-python's 30 s
-bootstrap (plus start-up), not a traceback or a hang.
+wrong password ends ``check`` with one line naming authentication, at the first rejection the client
+sees (well within kafka-python's 30 s bootstrap), not a traceback or a hang.
 """
 
 from __future__ import annotations

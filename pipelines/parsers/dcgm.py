@@ -129,6 +129,7 @@ def parse_query_range(answer: object, *, cluster: str, interval_s: float | None 
 @dataclass
 class _Gpu:
     values: dict[str, Any] = field(default_factory=dict)
+    described_by: set[int] = field(default_factory=set)  # ids of the series whose labels were put
 
     def put(self, key: str, value: Any) -> None:
         if value is not None and self.values.get(key) is None:
@@ -147,11 +148,17 @@ def _build(reading: prom.Reading, *, cluster: str, default_time: datetime | None
     for raw, why in reading.bad:
         result.reject(topic=TOPIC, source=SOURCE, reason=why, raw=raw, origin=origin)
     groups: dict[tuple[str, datetime], _Group] = {}
-    series: dict[int, _Series | str] = {}  # per label set (samples hold their dicts alive meanwhile)
+    series: dict[int, _Series | str] = {}  # per label dict (samples hold their dicts alive meanwhile)
+    # one object per distinct label set: a GPU's fields are series with the same labels, so its
+    # labels are put once per sample time, not once per field (``_place``)
+    distinct: dict[tuple[tuple[str, str], ...], _Series | str] = {}
     for sample in reading.samples:
         info = series.get(id(sample.labels))
         if info is None:
-            info = series[id(sample.labels)] = _series(sample.labels, node)
+            labels = tuple(sorted(sample.labels.items()))
+            if labels not in distinct:
+                distinct[labels] = _series(sample.labels, node)
+            info = series[id(sample.labels)] = distinct[labels]
         reason = info if isinstance(info, str) else _place(sample, info, groups, default_time)
         if reason:
             result.reject(topic=TOPIC, source=SOURCE, reason=f"{sample.name}: {reason}", raw=sample.raw,
@@ -220,8 +227,10 @@ def _place(sample: prom.Sample, series: _Series, groups: dict[tuple[str, datetim
     gpu = group.gpus.get((series.uuid, series.gi))
     if gpu is None:
         gpu = group.gpus[(series.uuid, series.gi)] = _Gpu({"uuid": series.uuid, "mig_instance": series.gi})
-    for key, value in series.meta.items():
-        gpu.put(key, value)
+    if id(series) not in gpu.described_by:  # the same labels put again change nothing
+        gpu.described_by.add(id(series))
+        for key, value in series.meta.items():
+            gpu.put(key, value)
     key, kind = FIELDS[sample.name]
     value, reason = convert(kind, sample.value)
     if reason:

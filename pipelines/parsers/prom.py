@@ -145,8 +145,9 @@ def read_api_answer(answer: Any) -> Reading:
             raise NotThisFormat(f"not JSON: {exc}") from None
     result = _result_list(answer)
     out = Reading()
+    times: dict[float, datetime | None] = {}  # the series of one answer share their timestamps
     for series in result:
-        _read_series(series, out)
+        _read_series(series, out, times)
     return out
 
 
@@ -170,7 +171,7 @@ def _result_list(answer: Any) -> list[Any]:
     return result
 
 
-def _read_series(series: Any, out: Reading) -> None:
+def _read_series(series: Any, out: Reading, times: dict[float, datetime | None]) -> None:
     raw_series = _dump(series)
     if not isinstance(series, dict) or not isinstance(series.get("metric"), dict):
         out.bad.append((raw_series, "series without a 'metric' object"))
@@ -188,20 +189,22 @@ def _read_series(series: Any, out: Reading) -> None:
     prefix = '{"metric":' + _dump(metric) + ',"value":'
     for point in points:
         raw = prefix + _dump(point) + "}"
-        sample, reason = _point(name, labels, point, raw)
+        sample, reason = _point(name, labels, point, raw, times)
         if sample is None:
             out.bad.append((raw, reason))
         else:
             out.samples.append(sample)
 
 
-def _point(name: str, labels: dict[str, str], point: Any, raw: str) -> tuple[Sample | None, str]:
+def _point(name: str, labels: dict[str, str], point: Any, raw: str,
+           times: dict[float, datetime | None]) -> tuple[Sample | None, str]:
     if not (isinstance(point, list) and len(point) == 2):
         return None, "sample is not a [time, \"value\"] pair"
     ts, value_text = point
     if isinstance(ts, bool) or not isinstance(ts, int | float) or not isinstance(value_text, str):
         return None, "sample is not a [time, \"value\"] pair"
-    time = from_unix(float(ts))
+    seconds = float(ts)
+    time = times[seconds] if seconds in times else times.setdefault(seconds, from_unix(seconds))
     if time is None:
         return None, f"timestamp out of range: {ts!r}"
     if not _FLOAT.match(value_text):

@@ -120,6 +120,11 @@ def kafka_bootstrap(endpoints: Endpoints) -> str:
 @pytest.fixture
 def isolated_settings(endpoints: Endpoints, tmp_path_factory: pytest.TempPathFactory) -> Settings:
     """Settings with a fresh topic prefix and database for one test (topics/DB created lazily)."""
+    return fresh_settings(endpoints, tmp_path_factory)
+
+
+def fresh_settings(endpoints: Endpoints, tmp_path_factory: pytest.TempPathFactory) -> Settings:
+    """Settings with a topic prefix, database and home of their own."""
     tag = uuid.uuid4().hex[:10]
     return Settings(
         kafka_bootstrap_servers=endpoints.kafka_bootstrap,

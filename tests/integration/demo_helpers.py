@@ -1,5 +1,6 @@
 """Run ``gpuledger demo`` as a subprocess against isolated settings (own database, topics and home),
-read its outputs in-process, and stop the stream workers it started afterwards."""
+read its outputs in-process, and stop the stream workers it started afterwards. ``Demo`` is one
+finished run, shared by the tests that only read what it wrote (the ``demo`` fixture)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,9 +34,19 @@ def app() -> typer.Typer:
     return root
 
 
+@dataclass(frozen=True)
+class Demo:
+    """A finished ``run_demo``: its settings (database, topics, home), output directory and stdout."""
+
+    settings: Settings
+    out: Path
+    stdout: str
+
+
 @contextmanager
-def demo_env(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Iterator[CliRunner]:
-    """Environment for the isolated settings (the workers `up` starts inherit it); workers stopped after."""
+def demo_env(settings: Settings, monkeypatch: pytest.MonkeyPatch, workers: int = 0) -> Iterator[CliRunner]:
+    """Environment for the isolated settings (the workers `up` starts inherit it), with ``workers``
+    stream workers started in it; every worker of these settings is stopped after."""
     env = {"KAFKA_BOOTSTRAP_SERVERS": settings.bootstrap_servers, "CLICKHOUSE_URL": settings.clickhouse_endpoint_url,
            "CLICKHOUSE_USER": settings.clickhouse_user,
            "CLICKHOUSE_PASSWORD": settings.clickhouse_password.get_secret_value(),
@@ -44,6 +56,10 @@ def demo_env(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Iterator[Cl
         monkeypatch.setenv(key, value)
     reset_settings()
     try:
+        if workers:  # `gpuledger up` in its own process, as the demo starts them
+            started = subprocess.run([sys.executable, "-m", "pipelines.cli.main", "up", "--workers", str(workers)],
+                                     capture_output=True, text=True, timeout=120, cwd=REPO, check=False)
+            assert started.returncode == 0, f"{started.stdout}\n{started.stderr}"
         yield CliRunner()
     finally:
         down(settings)

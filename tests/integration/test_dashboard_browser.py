@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.settings import Settings
-from tests.integration.demo_helpers import demo_env, embedded_data, run_demo
+from tests.integration.demo_helpers import Demo, embedded_data
 
 pytestmark = pytest.mark.integration
 CHARTS = {"cost-by-bu", "hourly-bu", "utilization", "failure-burn", "queue", "unit-cost", "fabric", "idle-causes"}
@@ -53,12 +52,8 @@ class RenderedCharts(HTMLParser):
                 self.urls.append(str(a[key]))
 
 
-def test_dashboard_renders_every_chart_offline(isolated_settings: Settings, tmp_path: Path,
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    out = tmp_path / "out"
-    with demo_env(isolated_settings, monkeypatch):
-        run_demo(out)
-    dashboard = out / "dashboard.html"
+def test_dashboard_renders_every_chart_offline(demo: Demo, tmp_path: Path) -> None:
+    dashboard = demo.out / "dashboard.html"
     url = dashboard.resolve().as_uri()
     dom = chromium(tmp_path / "profile-dom", "--dump-dom", url).stdout
     parsed = RenderedCharts()

@@ -10,19 +10,17 @@ from pathlib import Path
 import pytest
 
 from dagster_project.defs.exports.files import read
-from pipelines.settings import Settings
-from tests.integration.demo_helpers import app, demo_env, embedded_data, run_demo
+from tests.integration.demo_helpers import Demo, app, demo_env, embedded_data, run_demo
 
 pytestmark = pytest.mark.integration
 CLUSTER = "demo-2n2h-s3"
 BU_FILES = ("csv", "parquet")
 
 
-def test_demo_writes_everything_and_reconciles_with_reports(isolated_settings: Settings, tmp_path: Path,
+def test_demo_writes_everything_and_reconciles_with_reports(demo: Demo, tmp_path: Path,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    out = tmp_path / "out"
-    with demo_env(isolated_settings, monkeypatch) as runner:
-        first = run_demo(out)
+    out, first = demo.out, demo.stdout
+    with demo_env(demo.settings, monkeypatch) as runner:
         assert f"cluster {CLUSTER}" in first and "effective unit cost 2026-11" in first
         data = embedded_data(out / "dashboard.html")
         report = runner.invoke(app(), ["report", "gpu-hours", "--by", "business_unit", "--from", data["start"],

@@ -4,9 +4,14 @@ and a command of another role says in one line which extra it needs."""
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import json
+import os
+import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,16 +22,43 @@ REPO = Path(__file__).resolve().parents[2]
 ABSENT = ("chdb", "dagster", "faust", "clickhouse_connect", "fastapi", "uvicorn", "pyarrow")
 
 
+CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "gpuledger" / "collect-venv"
+
+
+def _dependency_key() -> str:
+    """What decides the third-party packages of the install: the interpreter, the project's declared
+    dependencies and the pins."""
+    digest = hashlib.sha256(sys.version.encode())
+    for name in ("pyproject.toml", "requirements.lock"):
+        digest.update((REPO / name).read_bytes())
+    return digest.hexdigest()
+
+
 @pytest.fixture(scope="module")
-def collect_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    venv = tmp_path_factory.mktemp("collect-only") / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
-    done = subprocess.run(
-        [str(venv / "bin/python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-         "-c", str(REPO / "requirements.lock"), f"{REPO}[collect]"],
-        capture_output=True, text=True, timeout=900, check=False)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return venv
+def collect_venv() -> Iterator[Path]:
+    """The virtualenv after ``pip install 'gpuledger[collect]'`` of this checkout.
+
+    The virtualenv is kept outside the clone and made anew whenever the interpreter, pyproject.toml
+    or requirements.lock changed (their digest is its key), so its third-party packages are exactly
+    those a fresh install resolves; the install command itself runs every time, and pip reinstalls
+    gpuledger from the checkout then. A lock keeps two test runs on one machine from installing into
+    it at once.
+    """
+    CACHE.parent.mkdir(parents=True, exist_ok=True)
+    venv, key = CACHE / "venv", _dependency_key()
+    with open(CACHE.parent / "collect-venv.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        made = CACHE / "key"
+        if not made.exists() or made.read_text() != key:
+            shutil.rmtree(CACHE, ignore_errors=True)
+            subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+        done = subprocess.run(
+            [str(venv / "bin/python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
+             "-c", str(REPO / "requirements.lock"), f"{REPO}[collect]"],
+            capture_output=True, text=True, timeout=900, check=False)
+        assert done.returncode == 0, done.stderr[-3000:]
+        made.write_text(key)  # written only after an install succeeded
+        yield venv
 
 
 def gpuledger(venv: Path, *args: str) -> subprocess.CompletedProcess[str]:

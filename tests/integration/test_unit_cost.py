@@ -18,9 +18,8 @@ from typing import Any
 import pytest
 
 from dagster_project.defs.exports.files import read
-from pipelines.settings import Settings
 from sql.client import get_client
-from tests.integration.demo_helpers import REPO, app, demo_env, run_demo
+from tests.integration.demo_helpers import REPO, Demo, app, demo_env
 
 pytestmark = pytest.mark.integration
 CLUSTER = "demo-2n2h-s3"
@@ -39,12 +38,11 @@ def unit_cost(runner: Any, unit: str) -> dict[str, dict[str, Any]]:
     return {r["key"]: r for r in json.loads(result.output)}
 
 
-def test_cost_per_million_tokens_per_model(isolated_settings: Settings, tmp_path: Path,
-                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    with demo_env(isolated_settings, monkeypatch) as runner:
-        run_demo(tmp_path / "out")  # ingests the simulated vLLM servers' token counters too
-        truth = json.loads((isolated_settings.home / "demo" / CLUSTER / "truth.json").read_text())
-        client = get_client(isolated_settings)
+def test_cost_per_million_tokens_per_model(demo: Demo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the demo ingested the simulated vLLM servers' token counters too; a worker takes the records below
+    with demo_env(demo.settings, monkeypatch, workers=1) as runner:
+        truth = json.loads((demo.settings.home / "demo" / CLUSTER / "truth.json").read_text())
+        client = get_client(demo.settings)
         try:
             some_job = client.query("SELECT scheduler, job_id FROM job_attempts FINAL WHERE cluster = {c:String} "
                                     "ORDER BY job_id LIMIT 1", parameters={"c": CLUSTER}).result_rows[0]
@@ -68,7 +66,7 @@ def test_cost_per_million_tokens_per_model(isolated_settings: Settings, tmp_path
                                       "2026-11", "--cluster", CLUSTER, "--format", "json"])
         assert month.exit_code == 0, month.output
         assert {r["key"]: r["units"] for r in json.loads(month.output)} == {k: r["units"] for k, r in tokens.items()}
-    _, focus = read(tmp_path / "out" / "focus-chargeback-2026-11.csv")
+    _, focus = read(demo.out / "focus-chargeback-2026-11.csv")
     billed: dict[str, float] = defaultdict(float)
     for line in focus:
         if line["x_BusinessUnit"] != "__platform__":

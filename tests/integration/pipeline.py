@@ -15,17 +15,32 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from kafka import KafkaConsumer
+
 from infra.kafka.broker import ensure_topics
 from infra.services import apply_migrations
+from pipelines import events as ev
 from pipelines.cli.ingest_cmd import Source, parse_file
 from pipelines.producer import EventProducer
 from pipelines.settings import Settings
+from pipelines.topics import SCHEDULER_ALLOCATIONS, physical_name
 from sql import load_query
 from sql.client import get_client
 from streams import replay
 from streams.progress import end_offsets, wait_until_reflected
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+def allocations(settings: Settings, *, quiet_ms: int) -> list[ev.Envelope]:
+    """Every event on the settings' scheduler.allocations topic, read from the start until none came
+    for ``quiet_ms``."""
+    consumer = KafkaConsumer(physical_name(SCHEDULER_ALLOCATIONS, settings), **settings.kafka_client_config(),
+                             auto_offset_reset="earliest", enable_auto_commit=False, consumer_timeout_ms=quiet_ms)
+    try:
+        return [ev.decode(m.value) for m in consumer]
+    finally:
+        consumer.close()
 
 
 class Pipeline:

@@ -22,16 +22,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka import KafkaConsumer
 from kubernetes.client.exceptions import ApiException
 
 from infra.kafka.broker import ensure_topics
 from pipelines import events as ev
 from pipelines.collectors.kubernetes import PodWatcher, core_api
 from pipelines.settings import Settings
-from pipelines.topics import SCHEDULER_ALLOCATIONS, physical_name
 from tests.integration.kube_control_plane import ControlPlane, now_s, rfc3339
-from tests.integration.pipeline import Pipeline
+from tests.integration.pipeline import Pipeline, allocations
 
 pytestmark = pytest.mark.integration
 
@@ -78,12 +76,7 @@ def wait(what: str, predicate: Callable[[], bool], timeout_s: float = 60.0) -> N
 
 
 def consume(settings: Settings) -> list[ev.Envelope]:
-    consumer = KafkaConsumer(physical_name(SCHEDULER_ALLOCATIONS, settings), **settings.kafka_client_config(),
-                             auto_offset_reset="earliest", enable_auto_commit=False, consumer_timeout_ms=1500)
-    try:
-        return [ev.decode(m.value) for m in consumer]
-    finally:
-        consumer.close()
+    return allocations(settings, quiet_ms=1500)
 
 
 def cli(settings: Settings, kubeconfig: Path, *args: str) -> list[str]:

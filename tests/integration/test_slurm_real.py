@@ -22,13 +22,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka import KafkaConsumer
 
 from infra.kafka.broker import ensure_topics
 from pipelines import events as ev
 from pipelines.settings import Settings
-from pipelines.topics import SCHEDULER_ALLOCATIONS, physical_name
-from tests.integration.pipeline import Pipeline
+from tests.integration.pipeline import Pipeline, allocations
 
 pytestmark = pytest.mark.integration
 
@@ -95,12 +93,7 @@ def collect(settings: Settings, env: dict[str, str], state_file: Path) -> dict[s
 
 
 def consume(settings: Settings) -> list[ev.Envelope]:
-    consumer = KafkaConsumer(physical_name(SCHEDULER_ALLOCATIONS, settings), **settings.kafka_client_config(),
-                             auto_offset_reset="earliest", enable_auto_commit=False, consumer_timeout_ms=3000)
-    try:
-        return [ev.decode(m.value) for m in consumer]
-    finally:
-        consumer.close()
+    return allocations(settings, quiet_ms=3000)
 
 
 def epoch(value: Any) -> datetime | None:

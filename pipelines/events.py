@@ -208,6 +208,11 @@ class AllocationData(_Model):
     # other ids GPU-metrics labels may carry for this job: the unique SLURM_JOB_ID of an array
     # task ``<array>_<task>`` (dcgm-exporter's ``hpc_job``)
     aliases: list[str] = Field(default_factory=list)
+    # Dynamic Resource Allocation: the ResourceClaims (``<namespace>/<name>``) this placement holds its
+    # devices through. A device in ``device_ids`` held through a claim may be held by several
+    # placements at once (a claim reserved for several pods): it is split equally among the
+    # placements holding it at each instant (docs/ATTRIBUTION.md "DRA")
+    claims: list[str] = Field(default_factory=list)
     owner: Owner = Field(default_factory=Owner)
     outcome: Outcome | None = None  # set when state == "ended"
     failure_reason: FailureReason | None = None
@@ -264,6 +269,11 @@ class NodeStateData(_Model):
     reason: str | None = None
     gpus: int | None = Field(default=None, ge=0)  # physical GPUs: allocatable nvidia.com/gpu or gres count
     gpu_model: str | None = None  # short key or modelName, when the source states it
+    # GPU sharing the device plugin configures on the node, as GPU Feature Discovery labels it
+    # (``nvidia.com/gpu.replicas``, ``nvidia.com/gpu.sharing-strategy``): each physical GPU is
+    # advertised as ``gpu_replicas`` replicas, shared by time-slicing or MPS; effective from ``time``
+    gpu_replicas: int | None = Field(default=None, ge=1)
+    sharing: Literal["none", "time-slicing", "mps"] | None = None
 
 
 # --------------------------------------------------------------------------------------------

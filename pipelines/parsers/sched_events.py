@@ -105,8 +105,11 @@ def parse_rfc3339(value: object) -> datetime | None:
 
 
 def hint_time(hints: Mapping[str, Any], name: str = "observed_at") -> datetime | None:
-    """A time given as a parser hint (datetime, ISO string or epoch seconds)."""
+    """A time given as a parser hint (datetime, ISO string or epoch seconds): ``name``, else ``time``
+    (what ``gpuledger ingest --time`` passes)."""
     value = hints.get(name)
+    if value is None:
+        value = hints.get("time")
     if value is None:
         return None
     if isinstance(value, int | float) and not isinstance(value, bool):

@@ -68,7 +68,8 @@ def summary(result: ParseResult) -> dict[str, Any]:
     for d in result.dead_letters:
         reasons[d.reason] = reasons.get(d.reason, 0) + 1
     return {"events": len(result.events), "dead_letters": len(result.dead_letters), "by_type": by_type,
-            "dead_letter_reasons": dict(sorted(reasons.items(), key=lambda kv: -kv[1])[:10])}
+            "dead_letter_reasons": dict(sorted(reasons.items(), key=lambda kv: -kv[1])[:10]),
+            "notes": list(result.notes)}
 
 
 def _default_cluster(source: Source, configured: str) -> str:
@@ -106,6 +107,8 @@ def ingest(
     console.print(f"{verb} {info['events']:,} events, {info['dead_letters']:,} dead letters from {file}")
     for reason, count in info["dead_letter_reasons"].items():
         console.print(f"  [yellow]dead letter[/] ×{count}: {reason}")
+    for note in info["notes"]:
+        console.print(f"  note: {note}")
     if at is None and any("--time" in reason for reason in info["dead_letter_reasons"]):
         modified = datetime.fromtimestamp(file.stat().st_mtime, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         console.print(f"  hint: {file} was last modified at {modified}; if that is when it was written, "

@@ -24,10 +24,19 @@ class NotThisFormat(ValueError):
 class ParseResult:
     events: list[Envelope] = field(default_factory=list)
     dead_letters: list[DeadLetter] = field(default_factory=list)
+    # why records of the input gave no event although nothing was wrong with them (a CPU-only job,
+    # a metric gpuledger does not read): one line each, shown by `gpuledger ingest`
+    notes: list[str] = field(default_factory=list)
 
     def extend(self, other: ParseResult) -> None:
         self.events.extend(other.events)
         self.dead_letters.extend(other.dead_letters)
+        self.notes.extend(n for n in other.notes if n not in self.notes)
+
+    def note(self, text: str) -> None:
+        """Say once why part of the input gave no event."""
+        if text not in self.notes:
+            self.notes.append(text)
 
     def add(self, obj: dict[str, object], *, topic: str, source: str, raw: str | bytes,
             origin: str | None = None) -> None:

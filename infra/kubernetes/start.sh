@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A Kubernetes control plane on loopback for the integration tests (and for trying the collector):
-# etcd and two kube-apiservers on it, built by scripts/setup.d/kubernetes.sh, with a generated CA,
+# etcd and two kube-apiservers on it, built by scripts/test-setup.d/kubernetes.sh, with a generated CA,
 # client-certificate and service-account-token authentication and RBAC on. No kubelet, scheduler or
 # controller manager runs: whoever uses it creates nodes and pods, binds them and writes their
 # status through the status subresource, as a kubelet would.
@@ -29,7 +29,7 @@ KUBE_PORT="${KUBE_PORT:-16443}"
 KUBE_DIRECT_PORT="${KUBE_DIRECT_PORT:-16444}"
 
 for tool in "$BIN/etcd" "$BIN/kube-apiserver"; do
-  [ -x "$tool" ] || { echo "kubernetes: $tool not found (scripts/setup.d/kubernetes.sh builds it; it needs Go)" >&2; exit 1; }
+  [ -x "$tool" ] || { echo "kubernetes: $tool not found (scripts/test-setup.d/kubernetes.sh builds it; it needs Go)" >&2; exit 1; }
 done
 command -v openssl >/dev/null || { echo "kubernetes: openssl not found" >&2; exit 1; }
 

@@ -21,7 +21,7 @@ DB_PORT="${SLURM_DB_PORT:-13307}"
 ME="$(id -un)"
 
 for tool in munged slurmctld slurmd slurmdbd mariadbd mariadb-install-db; do
-  command -v "$tool" >/dev/null || { echo "slurm: $tool not found (scripts/setup.sh installs slurm-wlm, slurmdbd, munge, mariadb-server)" >&2; exit 1; }
+  command -v "$tool" >/dev/null || { echo "slurm: $tool not found (scripts/setup-tests.sh installs slurm-wlm, slurmdbd, munge, mariadb-server)" >&2; exit 1; }
 done
 
 alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }

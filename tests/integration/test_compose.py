@@ -28,7 +28,7 @@ GPULEDGER_ROLES = {"gpuledger-init", "gpuledger", "collector-dcgm", "collector-s
 def load(path: Path, **env: str) -> subprocess.CompletedProcess[str]:
     tool = BIN / "manifestcheck"
     if not tool.exists():
-        pytest.fail(f"{tool} is missing: run bash scripts/setup.sh (scripts/setup.d/helm.sh builds it)")
+        pytest.fail(f"{tool} is missing: run bash scripts/setup-tests.sh (scripts/test-setup.d/helm.sh builds it)")
     clean = {k: v for k, v in os.environ.items() if k not in SECRETS and k != "COMPOSE_PROFILES"}
     return subprocess.run([str(tool), "compose", str(path)], env={**clean, **env}, capture_output=True, text=True,
                           timeout=60, check=False)

@@ -2,7 +2,7 @@
 
 ``gpuledger demo`` (small size, isolated database and topics) writes the month's FOCUS 1.2 files,
 CSV and Parquet, all rows and one per business unit. ``focus-validator`` 2.2.1 — installed with its
-own CPython 3.12 by ``scripts/setup.d/focus-validator.sh`` — checks each against its bundled FOCUS
+own CPython 3.12 by ``scripts/test-setup.d/focus-validator.sh`` — checks each against its bundled FOCUS
 1.2 rules, offline: ``--block-download``, every proxy variable pointing at a local listener that
 fails the test if anything connects to it, and a working directory where its rule files resolve
 (it reads ``focus_validator/rules/currency_codes.csv`` relative to it). Its command line takes one
@@ -136,7 +136,7 @@ def _verdict(data: Path, report: Path, raised: str) -> Verdict:
 
 def test_every_demo_chargeback_file_passes_the_focus_validator(demo: Demo, tmp_path: Path, no_network: Trap) -> None:
     if not VALIDATOR.exists():
-        pytest.fail(f"focus-validator is not installed at {VALIDATOR}: run bash scripts/setup.d/focus-validator.sh",
+        pytest.fail(f"focus-validator is not installed at {VALIDATOR}: run bash scripts/test-setup.d/focus-validator.sh",
                     pytrace=False)
     files = sorted(demo.out.glob("focus-chargeback-*"))
     assert {f.suffix for f in files} == {".csv", ".parquet"} and len(files) >= 6  # all rows + per business unit

@@ -5,7 +5,7 @@ an unknown field fails). Then what the objects say: the collector's RBAC, the Po
 DaemonSet, non-root containers, one image, the copies of the alert rules and the dashboard.
 
 helm (built from its Go module) and manifestcheck (tools/manifestcheck) are built by
-``scripts/setup.d/helm.sh`` into ~/.cache/gpuledger/bin."""
+``scripts/test-setup.d/helm.sh`` into ~/.cache/gpuledger/bin."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ WORKLOADS = ("Deployment", "DaemonSet", "StatefulSet", "Job")
 def tool(name: str) -> Path:
     path = BIN / name
     if not path.exists():
-        pytest.fail(f"{path} is missing: run bash scripts/setup.sh (scripts/setup.d/helm.sh builds it)")
+        pytest.fail(f"{path} is missing: run bash scripts/setup-tests.sh (scripts/test-setup.d/helm.sh builds it)")
     return path
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -193,12 +193,13 @@ class Warehouse:
         return out
 
     def node_inputs(self, cluster: str, nodes: Sequence[str], start: datetime, end: datetime,
-                    loaded: datetime, horizon_s: float) -> dict[str, NodeInputs]:
-        """Per node: the GPUs it reported within ``horizon_s`` before ``start`` (state before ``loaded``,
-        the first loaded sample time), and its drained/down/up states up to ``end``."""
+                    loaded: Mapping[str, datetime], horizon_s: float) -> dict[str, NodeInputs]:
+        """Per node: the GPUs it reported within ``horizon_s`` before ``start`` (state before
+        ``loaded[node]``, the node's first loaded sample time), and its drained/down/up states up to ``end``."""
         since = datetime.fromtimestamp(start.timestamp() - horizon_s, tz=UTC)
-        inv = self.query("attribution_inventory", {"cluster": cluster, "nodes": list(nodes), "since": since,
-                                                   "end": end, "loaded": loaded})
+        inv = self.query("attribution_inventory", {
+            "cluster": cluster, "nodes": list(nodes), "since": since, "end": end,
+            "loaded_ms": [round(loaded[n].timestamp() * 1000) for n in nodes]})
         out: dict[str, NodeInputs] = {n: NodeInputs([], []) for n in nodes}
         for node, uuid, index, model, first_ms, last_ms, fatal_ms, clear_ms in inv:
             down = fatal_ms / 1000 if fatal_ms and fatal_ms > (clear_ms or 0) else None

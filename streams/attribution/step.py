@@ -152,13 +152,14 @@ def _compute_group(wh: Warehouse, settings: Settings, group: list[Plan], report:
     cluster = group[0].cluster
     nodes = [p.node for p in group]
     lo, hi = min(p.start for p in group), max(p.end for p in group)
-    # the inventory gives each GPU's state before the loaded samples (a fatal XID long ago, a GPU
-    # that stopped reporting)
     loaded = lo - LOOKBACK_S
     samples = wh.samples(cluster, nodes, to_utc(loaded), to_utc(hi))
     rejected: dict[str, str] = {}
     placements = wh.placements(cluster, nodes, to_utc(lo), to_utc(hi), rejected)
-    inputs = wh.node_inputs(cluster, nodes, to_utc(lo), to_utc(hi), to_utc(loaded), INVENTORY_HORIZON_S)
+    # the inventory gives each GPU's state before the node's own look-back (a fatal XID long ago, a
+    # GPU that stopped reporting): a node sees its own range plus look-back whatever its group loaded
+    own_loaded = {p.node: to_utc(p.start - LOOKBACK_S) for p in group}
+    inputs = wh.node_inputs(cluster, nodes, to_utc(lo), to_utc(hi), own_loaded, INVENTORY_HORIZON_S)
     batch: list[NodeFacts] = []
     changes: list[Quarantine] = []
     for p in group:

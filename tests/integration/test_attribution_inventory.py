@@ -206,3 +206,25 @@ def test_conflicts_and_busy_without_an_owner_reach_the_reports(
     assert row["excess_gpu_hours"] == pytest.approx(0.5)
     assert row["owners"] == ["kubernetes:ns/a#1", "kubernetes:ns/b#1"]
     assert status(isolated_settings)["conflicts"] == {"c1": 30}
+
+
+def test_a_gpu_that_fell_off_between_its_groups_look_back_and_its_own_stays_unavailable(
+        warehouse: Warehouse, isolated_settings: Settings) -> None:
+    """A node computed in a group with a node far behind it: the group's look-back starts hours before
+    the node's own. The fatal XID in between (the GPU then fell silent) is neither in the node's own
+    look-back samples nor in the inventory's state before the group's look-back; it must still count."""
+    fell = T0 + timedelta(minutes=70)
+    b = _samples("b", {"GPU-b0": 0, "GPU-b1": 1}, {"GPU-b1": (fell, 79)})
+    first_hour = [e for e in b if e.time < T0 + timedelta(minutes=60)]
+    _write(warehouse, first_hour)
+    _step(warehouse, isolated_settings)  # b is closed at +60 min
+    # then node a's whole backlog arrives, with the rest of b's: one group, a from T0, b from +60 min
+    _write(warehouse, [*_samples("a", {"GPU-a0": 0}, {}), *[e for e in b if e not in first_hour]])
+    _step(warehouse, isolated_settings)
+
+    by: dict[tuple[str, str], float] = defaultdict(float)
+    for node, _, uuid, kind, _, _, seconds in _facts(warehouse):
+        if node == "b":
+            by[(uuid, kind)] += seconds
+    assert by[("GPU-b1", "unallocated")] == pytest.approx(70 * 60.0)
+    assert by[("GPU-b1", "unavailable")] == pytest.approx((HOURS * 60 - 70) * 60.0)

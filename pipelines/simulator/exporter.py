@@ -14,7 +14,8 @@ context manager). It serves the very series of ``dcgm/query_range.json``:
   i.e. the latest sample at or before ``sim`` — the same sample-and-hold reading as the file.
   ``handle.freeze(sim_time)`` pins the clock (tests); ``handle.freeze(None)`` lets it run.
 * Text exposition as dcgm-exporter prints it: ``# HELP``/``# TYPE`` per metric, labels in the
-  exporter's order, without the ``instance``/``job`` labels that Prometheus adds itself.
+  exporter's order, without the ``instance``/``job``/``kubernetes_node`` labels that Prometheus adds
+  itself (the node of an exporter without ``NODE_NAME`` is in ``kubernetes_node`` only).
 
 Every answer is recorded in ``handle.served`` as a :class:`Scrape` (simulated time, the sample
 time served, node or ``None``, HTTP status, body), so a test can tell what was served when.

@@ -261,3 +261,37 @@ def test_live_exporter_serves_the_blind_node_under_its_name_without_the_target_l
         body = urllib.request.urlopen(f"{handle.url.removesuffix('/metrics')}/nodes/{blind['node']}/metrics").read()
     text = body.decode()
     assert f'"{blind["hostname"]}"' in text and "kubernetes_node" not in text and blind["node"] not in text
+
+
+def test_command_line_switches_modern_sharing_on(tmp_path: Path) -> None:
+    from pipelines.simulator.__main__ import main
+
+    assert main(["--nodes", "8", "--hours", "1", "--seed", "5", "--out", str(tmp_path), "--modern-sharing"]) == 0
+    assert (tmp_path / "kubernetes" / "resourceclaims.json").exists()
+    assert orjson.loads((tmp_path / "truth.json").read_bytes())["modern_sharing"]["dra"] == "gpu003"
+
+
+@pytest.mark.parametrize("group", ["team", "model", "node"])
+def test_idle_causes_split_exactly_the_idle_time_of_shared_holders(modern: SimulationResult, group: str) -> None:
+    for key, parts in modern.truth["idle_causes"][group].items():
+        row = modern.truth["by"][group][key]
+        idle = row["allocated_gpu_seconds"] - row["busy_gpu_seconds"] - row["unobserved_gpu_seconds"]
+        assert sum(v for c, v in parts.items() if c != "unobserved") == pytest.approx(idle, abs=1e-6), key
+        assert all(v >= -1e-9 for c, v in parts.items() if c != "idle"), key
+
+
+def test_cost_truth_conserves_the_cluster_cost_with_shared_gpus(modern: SimulationResult) -> None:
+    from pipelines.simulator.writers.reference import GPU_HOURLY, MONTHLY
+
+    gpus = sum(float(GPU_HOURLY[g["gpu_model"]]) for g in modern.truth["gpus"].values())
+    shared = sum(MONTHLY.values()) / 30
+    assert sum(modern.truth["cost_by_model"].values()) == pytest.approx(gpus * 3 + shared, rel=1e-12)
+
+
+def test_todays_parsers_read_every_listed_file_with_only_the_planted_dead_letters(modern: SimulationResult) -> None:
+    from pipelines.cli.ingest_cmd import Source, parse_file
+
+    for entry in modern.manifest["files"]:
+        result = parse_file(Source(entry["source"]), modern.path(entry["path"]), "sim", entry.get("hints"))
+        assert result.events, entry["path"]
+        assert len(result.dead_letters) == entry["malformed_records"], entry["path"]

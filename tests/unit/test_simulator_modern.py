@@ -295,3 +295,19 @@ def test_todays_parsers_read_every_listed_file_with_only_the_planted_dead_letter
         result = parse_file(Source(entry["source"]), modern.path(entry["path"]), "sim", entry.get("hints"))
         assert result.events, entry["path"]
         assert len(result.dead_letters) == entry["malformed_records"], entry["path"]
+
+
+@pytest.mark.parametrize(("nodes", "hours", "seed"), [(2, 1.0, 1), (5, 2.0, 3), (12, 3.0, 4)])
+def test_every_size_conserves_capacity_and_gives_replicas_their_share(
+    tmp_path: Path, nodes: int, hours: float, seed: int
+) -> None:
+    result = simulate(nodes, hours, seed, tmp_path, modern_sharing=True)
+    truth, sharing = result.truth, _sharing(result)
+    for gpu in truth["gpus"].values():
+        parts = gpu["allocated_gpu_seconds"] + gpu["unallocated_gpu_seconds"] + gpu["unavailable_gpu_seconds"]
+        assert parts == pytest.approx(gpu["capacity_gpu_seconds"], abs=1e-6)
+    assert sum(a["gpu_seconds"] for a in truth["attempts"]) == pytest.approx(truth["allocated_gpu_seconds"], abs=1e-6)
+    for node, replicas in sharing["replicas"].items():
+        for attempt in (a for a in truth["attempts"] if a["nodes"] == [node]):
+            assert attempt["gpu_seconds"] == pytest.approx(_span(result, attempt) / replicas, abs=1e-9)
+    assert sharing["exporter_without_node_name"]["node"] == "gpu001"

@@ -10,10 +10,12 @@ of :mod:`pipelines.simulator.model.cluster`; with fewer nodes the later roles ar
   ``nvidia.com/gpu``. Pods ask for plain ``nvidia.com/gpu: 1`` and hold a replica
   ``GPU-<uuid>::<k>``: 1/10 of the GPU.
 * ``dra``: the NVIDIA DRA driver (``gpu.nvidia.com``) publishes the node's GPUs as devices
-  ``gpu-<minor>`` of a ResourceSlice (pool = node name). GPUs 0–6 are whole devices, each allocated
+  ``gpu-<minor>`` of a ResourceSlice (pool = node name). GPUs 0–5 are whole devices, each allocated
   to one pod's ResourceClaim (generated from the pod's claim template, named
-  ``<pod>-gpu-<5 chars>``); GPU 7 is allocated to one standalone claim reserved for up to
-  ``CLAIM_SEATS`` pods at once, split equally among the pods holding it at each instant.
+  ``<pod>-gpu-<5 chars>``); GPU 6 is MIG-partitioned as on the other nodes, its instances devices
+  ``gpu-6-mig-<profile id>-<start>-<size>`` claimed the same way; GPU 7 is allocated to one
+  standalone claim reserved for up to ``CLAIM_SEATS`` pods at once, split equally among the pods
+  holding it at each instant.
 * ``mps``: as time-slicing, with 2 replicas and sharing strategy ``mps``.
 
 The dcgm-exporter of the first Kubernetes node runs without ``NODE_NAME``: its ``Hostname`` label
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import uuid
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
@@ -39,6 +42,7 @@ TIME_SLICING, MPS, DRA = "time-slicing", "mps", "dra"
 ROLES = (TIME_SLICING, DRA, MPS)
 REPLICAS = {TIME_SLICING: 10, MPS: 2}
 CLAIM_SEATS = 3
+MIG_PROFILE_IDS = {1: 19, 2: 14, 3: 9}  # NVML GPU instance profile ids of 1g, 2g, 3g on 7-slice GPUs
 DRA_DRIVER = "gpu.nvidia.com"
 NODE_LABEL = "kubernetes_node"  # the target label Prometheus' Kubernetes discovery adds
 ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # Kubernetes' random name suffixes
@@ -61,8 +65,30 @@ def exporter_pod(node: str, seed: int) -> str:
 
 
 def device_name(slot: Slot) -> str:
-    """The DRA driver's name of the slot's device: ``gpu-<minor>``."""
-    return f"gpu-{slot.gpu.index}"
+    """The DRA driver's name of the slot's device: ``gpu-<minor>``, or for a MIG instance
+    ``gpu-<parent minor>-mig-<GPU instance profile id>-<placement start>-<placement size>``."""
+    if slot.mig is None:
+        return f"gpu-{slot.gpu.index}"
+    start, size = mig_placement(slot)
+    return f"gpu-{slot.gpu.index}-mig-{MIG_PROFILE_IDS[slot.mig.slices]}-{start}-{size}"
+
+
+def mig_placement(slot: Slot) -> tuple[int, int]:
+    """(start, size) of the slot's MIG instance in its GPU's 8 memory slices: a 3g instance takes the
+    upper half, the 2g the first two, the 1g ones the next in turn."""
+    assert slot.mig is not None
+    if slot.mig.slices == 3:
+        return 4, 4
+    if slot.mig.slices == 2:
+        return 0, 2
+    ones = [m for m in slot.gpu.mig if m.slices == 1]
+    return 2 + ones.index(slot.mig), 1
+
+
+def mig_uuid(slot: Slot) -> str:
+    """The ``MIG-<uuid>`` NVML gives the instance (dcgm-exporter names it by parent and GPU_I_ID)."""
+    assert slot.mig is not None
+    return f"MIG-{uuid.uuid5(uuid.NAMESPACE_OID, f'{slot.gpu.uuid}/{slot.mig.gi}')}"
 
 
 def shared_claim(spec: JobSpec) -> str:

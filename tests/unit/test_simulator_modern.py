@@ -161,8 +161,12 @@ def test_dra_pods_hold_claims_allocated_devices_of_the_nodes_slice(modern: Simul
     slices = _json(modern, "kubernetes/resourceslices.json")["items"]
     assert [s["spec"]["nodeName"] for s in slices] == [node]
     assert slices[0]["spec"]["driver"] == "gpu.nvidia.com" and slices[0]["spec"]["pool"]["name"] == node
-    uuids = {d["name"]: d["attributes"]["uuid"]["string"] for d in slices[0]["spec"]["devices"]}
-    assert {modern.truth["gpus"][u]["node"] for u in uuids.values()} == {node} and len(uuids) == 8
+    devices = {d["name"]: d["attributes"] for d in slices[0]["spec"]["devices"]}
+    uuids = {n: a["uuid"]["string"] for n, a in devices.items() if a["type"]["string"] == "gpu"}
+    assert {modern.truth["gpus"][u]["node"] for u in uuids.values()} == {node} and len(uuids) == 7
+    migs = {n: a for n, a in devices.items() if a["type"]["string"] == "mig"}
+    assert migs and all(a["uuid"]["string"].startswith("MIG-") for a in migs.values())
+    assert {modern.truth["gpus"][a["parentUUID"]["string"]]["layout"] for a in migs.values()} == {"mig"}
     pods = _dra_pods(modern)
     assert len(pods) > 3
     shared = 0
@@ -176,7 +180,10 @@ def test_dra_pods_hold_claims_allocated_devices_of_the_nodes_slice(modern: Simul
         claim = claims[(pod["metadata"]["namespace"], name)]
         results = claim["status"]["allocation"]["devices"]["results"]
         assert {(r["driver"], r["pool"]) for r in results} == {("gpu.nvidia.com", node)}
-        assert all(r["device"] in uuids for r in results)
+        assert all(r["device"] in devices for r in results)
+        mig = [r["device"] for r in results if r["device"] in migs]
+        limits_mig = pod["spec"]["containers"][0]["resources"]["limits"]
+        assert not mig or (len(results) == 1 and not any("mig" in k for k in limits_mig))
         if "resourceClaimName" in ref:
             shared += 1
             assert [r["device"] for r in results] == [_sharing(modern)["shared_claim_devices"][0]["device"]]
@@ -185,6 +192,18 @@ def test_dra_pods_hold_claims_allocated_devices_of_the_nodes_slice(modern: Simul
                 {"resource": "pods", "name": pod["metadata"]["name"], "uid": pod["metadata"]["uid"]}
             ]
     assert shared >= 2
+    claimed_migs = {r["device"] for c in claims.values() for r in c["status"]["allocation"]["devices"]["results"]}
+    assert claimed_migs & set(migs), "no pod held a MIG instance through a claim"
+
+
+def _is_instance(labels: dict[str, str], devices: dict[str, dict]) -> bool:
+    """Whether the MIG series' DRA device is a MIG device of the slice with its parent and profile."""
+    device = devices[labels["dra_device_name"]]
+    return bool(
+        device["type"]["string"] == "mig"
+        and device["parentUUID"]["string"] == labels["UUID"]
+        and device["profile"]["string"] == labels["GPU_I_PROFILE"]
+    )
 
 
 def test_dcgm_series_of_dra_devices_name_the_claim_and_repeat_per_holder(modern: SimulationResult) -> None:
@@ -196,13 +215,18 @@ def test_dcgm_series_of_dra_devices_name_the_claim_and_repeat_per_holder(modern:
         if node in (s["metric"].get("Hostname"), s["metric"].get("hostname"))
     ]
     held = [s["metric"] for s in series if "pod" in s["metric"]]
+    slice_devices = {
+        d["name"]: d["attributes"]
+        for d in _json(modern, "kubernetes/resourceslices.json")["items"][0]["spec"]["devices"]
+    }
     assert held and all(
         m["dra_driver_name"] == "gpu.nvidia.com"
         and m["dra_pool_name"] == node
-        and m["dra_device_name"] == f"gpu-{m['gpu']}"
         and m["dra_claim_namespace"] == m["namespace"]
+        and (m["dra_device_name"] == f"gpu-{m['gpu']}" if "GPU_I_ID" not in m else _is_instance(m, slice_devices))
         for m in held
     )
+    assert any("GPU_I_ID" in m for m in held)
     util = [
         s
         for s in series

@@ -11,8 +11,8 @@
   (and on the only one when there is one), so ``DCGM_FI_DEV_GPU_UTIL`` is the fallback there.
 
 With ``modern_sharing`` some Kubernetes nodes share all their GPUs by time-slicing or MPS (layout
-``shared``, 10 or 2 replicas) or hand them out through DRA claims (GPU 7 with layout ``claim``:
-``CLAIM_SEATS`` seats, the GPU split equally among the seats held); see
+``shared``, 10 or 2 replicas) or hand them out through DRA claims (GPUs 0–5 whole, GPU 6 MIG as above, GPU 7 with layout
+``claim``: ``CLAIM_SEATS`` seats, the GPU split equally among the seats held); see
 :mod:`pipelines.simulator.sharing`.
 
 A **slot** is what one allocation takes: a whole GPU, one MIG instance or one shared replica. Its
@@ -154,9 +154,8 @@ def _gpus(
         mig: tuple[MigInstance, ...] = ()
         if role in sharing.REPLICAS:
             layout, replicas = "shared", sharing.REPLICAS[role]
-        elif role == sharing.DRA:
-            if i == 7:
-                layout, replicas = "claim", sharing.CLAIM_SEATS
+        elif role == sharing.DRA and i == 7:
+            layout, replicas = "claim", sharing.CLAIM_SEATS
         elif kube_index is not None and i == 6:
             layout = "mig"
             mig = _mig_instances(model, MIG_LAYOUT_FULL if kube_index % 2 == 0 else MIG_LAYOUT_PARTIAL)

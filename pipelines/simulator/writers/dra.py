@@ -6,8 +6,10 @@ DRA objects of the node whose GPUs the NVIDIA DRA driver (``gpu.nvidia.com``) ha
 * One ResourceSlice per DRA node: pool = the node's name, one device ``gpu-<minor>`` per GPU with
   its ``uuid`` (``GPU-…``, what dcgm-exporter's ``UUID`` label says), ``index``, ``minor``,
   ``productName``, ``pcieBusID``, … attributes.
-* A ResourceClaim per pod that held whole GPUs there, generated from the pod's claim template
-  (``<pod>-gpu-<5 chars>``, owned by the pod), allocated ``count`` devices; and the standalone
+* A ResourceClaim per pod that held whole GPUs or a MIG instance there, generated from the pod's
+  claim template (``<pod>-gpu-<5 chars>``, owned by the pod), allocated ``count`` devices (device
+  class ``gpu.nvidia.com``, or ``mig.nvidia.com`` for a MIG device ``gpu-<minor>-mig-…``, whose
+  attributes give its ``parentUUID``, ``profile`` and placement); and the standalone
   claim of the shared device (``<deployment>-gpu``), reserved for the pods holding it.
 
 The claims are every claim that existed in the window, each as it was last listed while its pod
@@ -28,7 +30,7 @@ import orjson
 
 from pipelines.simulator import sharing
 from pipelines.simulator.config import SimConfig
-from pipelines.simulator.model.cluster import Cluster, Node
+from pipelines.simulator.model.cluster import Cluster, Node, Slot
 from pipelines.simulator.model.jobs import Attempt, SimState
 from pipelines.simulator.writers.common import rfc3339, write_text
 from pipelines.simulator.writers.dcgm import DRIVER
@@ -37,6 +39,7 @@ from pipelines.simulator.writers.k8s_nodes import node_uid
 CLAIMS_FILE = "kubernetes/resourceclaims.json"
 SLICES_FILE = "kubernetes/resourceslices.json"
 API = "resource.k8s.io/v1"
+DEVICE_CLASS = "gpu.nvidia.com"  # the driver's DeviceClass of whole GPUs (MIG instances: mig.nvidia.com)
 ARCHITECTURE = {"H100": ("Hopper", "9.0.0"), "H200": ("Hopper", "9.0.0"), "A100": ("Ampere", "8.0.0")}
 
 
@@ -49,27 +52,47 @@ def _list(items: list[dict[str, Any]]) -> str:
     return orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n"
 
 
-def resource_slice(cfg: SimConfig, node: Node) -> dict[str, Any]:
+def _device(node: Node, slot: Slot) -> dict[str, Any]:
+    """The slice's device of a whole GPU or of a MIG instance, with the driver's attributes."""
+    gpu = slot.gpu
     arch, capability = ARCHITECTURE.get(node.model.short, ("Hopper", "9.0.0"))
-    devices = [
-        {
-            "name": f"gpu-{g.index}",
-            "attributes": {
-                "architecture": {"string": arch},
-                "brand": {"string": "Nvidia"},
-                "cudaComputeCapability": {"version": capability},
-                "driverVersion": {"version": DRIVER.replace(".07", ".7")},
-                "index": {"int": g.index},
-                "minor": {"int": g.index},
-                "pcieBusID": {"string": g.pci_bus_id.lower()},
-                "productName": {"string": node.model.name},
-                "type": {"string": "gpu"},
-                "uuid": {"string": g.uuid},
-            },
-            "capacity": {"memory": {"value": f"{node.model.fb_mib}Mi"}},
-        }
-        for g in node.gpus
-    ]
+    attributes: dict[str, dict[str, Any]] = {
+        "architecture": {"string": arch},
+        "brand": {"string": "Nvidia"},
+        "cudaComputeCapability": {"version": capability},
+        "driverVersion": {"version": DRIVER.replace(".07", ".7")},
+        "index": {"int": gpu.index},
+        "minor": {"int": gpu.index},
+        "pcieBusID": {"string": gpu.pci_bus_id.lower()},
+        "productName": {"string": node.model.name},
+        "type": {"string": "gpu"},
+        "uuid": {"string": gpu.uuid},
+    }
+    memory = f"{node.model.fb_mib}Mi"
+    if slot.mig is not None:
+        start, size = sharing.mig_placement(slot)
+        attributes.update(
+            {
+                "type": {"string": "mig"},
+                "uuid": {"string": sharing.mig_uuid(slot)},
+                "parentUUID": {"string": gpu.uuid},
+                "profile": {"string": slot.mig.profile},
+                "parentIndex": {"int": gpu.index},
+                "parentMinor": {"int": gpu.index},
+                "placementStart": {"int": start},
+                "placementSize": {"int": size},
+            }
+        )
+        memory = f"{int(slot.mig.profile.split('.')[1].removesuffix('gb'))}Gi"
+    return {"name": sharing.device_name(slot), "attributes": attributes, "capacity": {"memory": {"value": memory}}}
+
+
+def resource_slice(cfg: SimConfig, node: Node) -> dict[str, Any]:
+    """The node's ResourceSlice: one device per GPU, or per MIG instance of a partitioned GPU."""
+    firsts: dict[str, Slot] = {}
+    for slot in node.slots:  # a claim GPU's seats are one device
+        firsts.setdefault(slot.key if slot.mig is not None else slot.gpu.uuid, slot)
+    devices = [_device(node, slot) for slot in firsts.values()]
     name = f"{node.name}-{sharing.DRA_DRIVER}-{sharing.suffix(node.name)}"
     return {
         "apiVersion": API,
@@ -137,7 +160,7 @@ def _claim(
                     {
                         "name": "gpu",
                         "exactly": {
-                            "deviceClassName": sharing.DRA_DRIVER,
+                            "deviceClassName": "mig.nvidia.com" if "-mig-" in devices[0][1] else DEVICE_CLASS,
                             "allocationMode": "ExactCount",
                             "count": len(devices),
                         },

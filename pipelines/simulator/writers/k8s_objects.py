@@ -126,6 +126,10 @@ class PodView:
             return ""
         return self.cluster.node(self.pod.node).sharing
 
+    def _template(self) -> str:
+        spec = self.spec
+        return f"mig-{spec.mig_profile}" if spec.request == "mig" else f"gpu-x{spec.count}"
+
     def claim(self) -> tuple[dict[str, str], dict[str, str] | None]:
         """A DRA pod's ``spec.resourceClaims`` entry, and its ``status.resourceClaimStatuses`` entry
         (a claim generated from a template: the generated claim's name)."""
@@ -133,7 +137,7 @@ class PodView:
             return {"name": "gpu", "resourceClaimName": sharing.shared_claim(self.spec)}, None
         generated = sharing.pod_claim(self.pod)
         return (
-            {"name": "gpu", "resourceClaimTemplateName": f"gpu-x{self.spec.count}"},
+            {"name": "gpu", "resourceClaimTemplateName": self._template()},
             {"name": "gpu", "resourceClaimName": generated},
         )
 

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pipelines.simulator import simulate
 from pipelines.simulator.core import SimulationResult
@@ -335,3 +337,32 @@ def test_every_size_conserves_capacity_and_gives_replicas_their_share(
         for attempt in (a for a in truth["attempts"] if a["nodes"] == [node]):
             assert attempt["gpu_seconds"] == pytest.approx(_span(result, attempt) / replicas, abs=1e-9)
     assert sharing["exporter_without_node_name"]["node"] == "gpu001"
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 500), st.integers(1, 300)), min_size=1, max_size=3))
+def test_claim_shares_split_the_device_exactly_among_its_holders(spans: list[tuple[int, int]]) -> None:
+    """Summed over the holders, the shares of a shared claim's device are the time anyone held it,
+    and each second goes equally to the holders of that second."""
+    from types import SimpleNamespace
+
+    from pipelines.simulator.config import UNIT
+    from pipelines.simulator.model.cluster import Gpu, Slot
+    from pipelines.simulator.sharing import ClaimShares
+
+    horizon = 800
+    gpu = Gpu("n", 7, "GPU-x", "00000000:DB:00.0", "claim", replicas=3)
+    seats = [Slot(gpu, "claim", UNIT, f"GPU-x#seat{r}", "GPU-x", "GPU-x", replica=r) for r in range(3)]
+    attempts = [SimpleNamespace(start=a, end=a + d, slots=[seats[i]]) for i, (a, d) in enumerate(spans)]
+    shares = ClaimShares(attempts, horizon)  # type: ignore[arg-type]
+    per_second = [0] * horizon
+    for a, d in spans:
+        for t in range(a, min(a + d, horizon)):
+            per_second[t] += 1
+    total = 0
+    for attempt in attempts:
+        b = min(attempt.end, horizon)
+        got = sum(w * (hi - lo) for lo, hi, w in shares.pieces(attempt.slots[0], attempt.start, b))
+        assert got == sum(UNIT // per_second[t] for t in range(attempt.start, b))
+        total += got
+    assert total == UNIT * sum(1 for n in per_second if n)

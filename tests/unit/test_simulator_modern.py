@@ -366,3 +366,10 @@ def test_claim_shares_split_the_device_exactly_among_its_holders(spans: list[tup
         assert got == sum(UNIT // per_second[t] for t in range(attempt.start, b))
         total += got
     assert total == UNIT * sum(1 for n in per_second if n)
+
+
+def test_the_blind_exporter_is_one_scrape_target_at_its_pods_address(modern: SimulationResult) -> None:
+    node = _sharing(modern)["exporter_without_node_name"]["node"]
+    series = _json(modern, "dcgm/query_range.json")["data"]["result"]
+    instances = {s["metric"]["instance"] for s in series if s["metric"].get("kubernetes_node") == node}
+    assert len(instances) == 1 and instances.pop().startswith("10.244.")

@@ -69,7 +69,7 @@ def _base_labels(ent: Entity) -> dict[str, str]:
             {
                 node.host_label: node.exporter_pod,
                 sharing.NODE_LABEL: node.name,
-                "instance": f"10.244.{node.index}.{250 + gpu.index % 4}:9400",
+                "instance": f"10.244.{node.index}.254:9400",  # the exporter pod's address
             }
         )
     if ent.mig is not None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -24,6 +24,7 @@ import numpy as np
 from pipelines.simulator.config import UNIT, SimConfig
 from pipelines.simulator.intervals import Interval, StepIntegral, union
 from pipelines.simulator.model.jobs import Attempt
+from pipelines.simulator.sharing import ClaimShares
 
 WINDOW_S = 60
 PHASE_S = 900  # startup and teardown are at most 15 minutes
@@ -63,8 +64,9 @@ def storage_stalls(cfg: SimConfig, rates: dict[str, list[tuple[int, int, float]]
     return out
 
 
-def node_rates(readings: dict[str, tuple[np.ndarray, np.ndarray]], missing: set[tuple[str, int]],
-               step: int) -> dict[str, list[tuple[int, int, float]]]:
+def node_rates(
+    readings: dict[str, tuple[np.ndarray, np.ndarray]], missing: set[tuple[str, int]], step: int
+) -> dict[str, list[tuple[int, int, float]]]:
     """Per node, (t0, t, bytes/s) between consecutive readable scrapes of its disk counters."""
     out: dict[str, list[tuple[int, int, float]]] = {}
     for node, (read, write) in readings.items():
@@ -116,10 +118,10 @@ class CauseTruth:
     integrals: dict[str, tuple[StepIntegral, StepIntegral]]  # per entity: (utilisation as held, unobserved)
     stalls: dict[str, list[Interval]]
     fabric: dict[str, list[Interval]]
+    shares: ClaimShares = field(default_factory=lambda: ClaimShares([], 0))
 
     def __post_init__(self) -> None:
-        self.sums: dict[str, dict[str, dict[str, float]]] = {
-            g: defaultdict(lambda: defaultdict(float)) for g in GROUPS}
+        self.sums: dict[str, dict[str, dict[str, float]]] = {g: defaultdict(lambda: defaultdict(float)) for g in GROUPS}
 
     def _windows(self, a: int, b: int) -> np.ndarray:
         base = -(self.cfg.start_epoch % WINDOW_S)
@@ -139,10 +141,13 @@ class CauseTruth:
         busy_any = np.zeros(len(ws), bool)
         for slot in attempt.slots:
             util, unobs = self.integrals[slot.series]
-            share = slot.weight / UNIT
-            busy = share * (util.upto(h1) - util.upto(h0))
-            rows.append((slot, share, busy, share * (unobs.upto(h1) - unobs.upto(h0))))
-            busy_any |= busy > 0
+            for lo, hi, weight in self.shares.pieces(slot, a, b):  # the slot's share, constant in each piece
+                share = weight / UNIT
+                p0, p1 = np.maximum(h0, lo), np.minimum(h1, hi)
+                p1 = np.maximum(p1, p0)
+                busy = share * (util.upto(p1) - util.upto(p0))
+                rows.append((slot, share, p0, p1, busy, share * (unobs.upto(p1) - unobs.upto(p0))))
+                busy_any |= busy > 0
         busy_windows = ws[busy_any]
         s = attempt.start
         startup_end = min(int(busy_windows[0]), s + PHASE_S) if len(busy_windows) else s + PHASE_S
@@ -152,17 +157,18 @@ class CauseTruth:
         else:
             teardown = FOREVER
         writes = union([(c.started, c.finished) for c in attempt.checkpoints if c.kind == "write"])
-        checkpoint = _cover(writes, h0, h1)
-        startup = np.maximum(np.minimum(startup_end, h1) - h0, 0)
-        teardown_cover = np.maximum(h1 - np.maximum(teardown, h0), 0)
-        for slot, share, busy, unobs in rows:
+        for slot, share, p0, p1, busy, unobs in rows:
             node = slot.gpu.node
-            idle = share * (h1 - h0) - busy - unobs
+            idle = share * (p1 - p0) - busy - unobs
             parts: dict[str, np.ndarray] = {}
             left = idle
-            covers = (("checkpoint", checkpoint), ("storage_stall", _cover(self.stalls.get(node, []), h0, h1)),
-                      ("fabric_degraded", _cover(self.fabric.get(node, []), h0, h1)),
-                      ("startup", startup), ("teardown", teardown_cover))
+            covers = (
+                ("checkpoint", _cover(writes, p0, p1)),
+                ("storage_stall", _cover(self.stalls.get(node, []), p0, p1)),
+                ("fabric_degraded", _cover(self.fabric.get(node, []), p0, p1)),
+                ("startup", np.maximum(np.minimum(startup_end, p1) - p0, 0)),
+                ("teardown", np.maximum(p1 - np.maximum(teardown, p0), 0)),
+            )
             for cause, cover in covers:
                 part = np.maximum(np.minimum(left, share * cover), 0.0)
                 parts[cause] = part
@@ -178,5 +184,4 @@ class CauseTruth:
                     acc[cause] += math.fsum(values.tolist())
 
     def out(self) -> dict[str, dict[str, dict[str, float]]]:
-        return {g: {k: {c: v[c] for c in CAUSES} for k, v in sorted(rows.items())}
-                for g, rows in self.sums.items()}
+        return {g: {k: {c: v[c] for c in CAUSES} for k, v in sorted(rows.items())} for g, rows in self.sums.items()}

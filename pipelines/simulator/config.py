@@ -6,9 +6,13 @@ boundary is an exact integer and the ground truth can be computed without roundi
 grid is ``S + k * scrape_interval_s``; the report window is ``[S, S + horizon)`` with the horizon
 ``round(hours * 3600)`` seconds.
 
-GPU-second fractions are kept as integers in units of 1/28 GPU (``UNIT``): a whole GPU is 28, a
-MIG ``<g>g`` instance ``4 * g`` (g/7), a time-sliced replica 7 (1/4). Sums are exact; the truth
-divides by 28 only when it writes JSON.
+GPU-second fractions are kept as integers in units of 1/420 GPU (``UNIT``): a whole GPU is 420, a
+MIG ``<g>g`` instance ``60 * g`` (g/7), a replica of a GPU shared N ways ``420 / N`` (N = 4, the
+time-slicing and MPS replicas of ``modern_sharing``, or the 1–3 pods holding a shared DRA claim).
+Sums are exact; the truth divides by ``UNIT`` only when it writes JSON.
+
+``modern_sharing`` (off by default, so the demo's and the end-to-end tests' numbers stay put)
+adds the GPU sharing of current clusters (:mod:`pipelines.simulator.sharing`).
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-UNIT = 28  # GPU fractions in 1/28 (lcm of 7 MIG slices and 4 time-slicing replicas)
+UNIT = 420  # GPU fractions in 1/420: lcm of 7 MIG slices and every way a GPU is shared (4, 10, 2, 1–3)
 SHARED_REPLICAS = 4
 MIG_SLICES = 7
 DEFAULT_START = datetime(2026, 11, 2, 0, 0, tzinfo=UTC)
@@ -38,12 +42,13 @@ class GpuModel:
 
 
 GPU_MODELS: dict[str, GpuModel] = {
-    "H100": GpuModel("H100", "NVIDIA H100 80GB HBM3", "h100", 81559, 70.0, 700.0,
-                     {1: "1g.10gb", 2: "2g.20gb", 3: "3g.40gb"}),
-    "A100": GpuModel("A100", "NVIDIA A100-SXM4-80GB", "a100", 81920, 55.0, 400.0,
-                     {1: "1g.10gb", 2: "2g.20gb", 3: "3g.40gb"}),
-    "H200": GpuModel("H200", "NVIDIA H200", "h200", 143771, 75.0, 700.0,
-                     {1: "1g.18gb", 2: "2g.35gb", 3: "3g.71gb"}),
+    "H100": GpuModel(
+        "H100", "NVIDIA H100 80GB HBM3", "h100", 81559, 70.0, 700.0, {1: "1g.10gb", 2: "2g.20gb", 3: "3g.40gb"}
+    ),
+    "A100": GpuModel(
+        "A100", "NVIDIA A100-SXM4-80GB", "a100", 81920, 55.0, 400.0, {1: "1g.10gb", 2: "2g.20gb", 3: "3g.40gb"}
+    ),
+    "H200": GpuModel("H200", "NVIDIA H200", "h200", 143771, 75.0, 700.0, {1: "1g.18gb", 2: "2g.35gb", 3: "3g.71gb"}),
 }
 MODEL_CYCLE = ("H100", "A100", "H200")
 
@@ -56,6 +61,7 @@ class SimConfig:
     start: datetime = DEFAULT_START
     scrape_interval_s: int = 30
     cluster: str = DEFAULT_CLUSTER
+    modern_sharing: bool = False
 
     def __post_init__(self) -> None:
         if self.nodes < 2:

@@ -28,6 +28,7 @@ from typing import Any
 from pipelines.simulator.config import UNIT, SimConfig
 from pipelines.simulator.model.cluster import Cluster
 from pipelines.simulator.model.jobs import SimState
+from pipelines.simulator.sharing import ClaimShares
 from pipelines.simulator.writers.reference import GPU_HOURLY, MONTHLY
 from pipelines.simulator.writers.storage import JobCounters
 
@@ -41,8 +42,9 @@ def _month_seconds(day_start: datetime) -> int:
     return int((following - first).total_seconds())
 
 
-def cost_by_model(cfg: SimConfig, cluster: Cluster, state: SimState, keys: Any, prices_from: int,
-                  lustre: dict[str, JobCounters]) -> dict[str, float]:
+def cost_by_model(
+    cfg: SimConfig, cluster: Cluster, state: SimState, keys: Any, prices_from: int, lustre: dict[str, JobCounters]
+) -> dict[str, float]:
     """Each model's cost over the UTC days of the window (``keys(attempt)`` names its model;
     ``prices_from`` is the offset the price version starts at)."""
     first_day = (cfg.start_epoch // DAY) * DAY - cfg.start_epoch  # offsets of UTC midnights
@@ -52,6 +54,7 @@ def cost_by_model(cfg: SimConfig, cluster: Cluster, state: SimState, keys: Any, 
     for node in cluster.nodes:
         gpus_of_model[node.model.short] += len(node.gpus)
     cost: dict[str, list[float]] = defaultdict(list)
+    shares = ClaimShares(state.attempts, cfg.horizon)
     for d in days:
         a, b = max(d, 0), min(d + DAY, cfg.horizon)
         held: dict[tuple[str, str], float] = defaultdict(float)  # (model, GPU model) → GPU-seconds
@@ -63,7 +66,9 @@ def cost_by_model(cfg: SimConfig, cluster: Cluster, state: SimState, keys: Any, 
                 continue
             model = keys(attempt)
             for slot in attempt.slots:
-                held[(model, cluster.node(slot.gpu.node).model.short)] += slot.weight / UNIT * (hi - lo)
+                gpu_model = cluster.node(slot.gpu.node).model.short
+                for p0, p1, weight in shares.pieces(slot, lo, hi):
+                    held[(model, gpu_model)] += weight / UNIT * (p1 - p0)
         for attempt in state.attempts:  # the owner of a job's bytes: the model of its attempts
             if attempt.job_id in lustre and attempt.number == 1:
                 bytes_moved[keys(attempt)] += lustre[attempt.job_id].moved(cfg, d, d + DAY)

@@ -14,7 +14,8 @@ context manager). It serves the very series of ``dcgm/query_range.json``:
   i.e. the latest sample at or before ``sim`` — the same sample-and-hold reading as the file.
   ``handle.freeze(sim_time)`` pins the clock (tests); ``handle.freeze(None)`` lets it run.
 * Text exposition as dcgm-exporter prints it: ``# HELP``/``# TYPE`` per metric, labels in the
-  exporter's order, without the ``instance``/``job`` labels that Prometheus adds itself.
+  exporter's order, without the ``instance``/``job``/``kubernetes_node`` labels that Prometheus adds
+  itself (the node of an exporter without ``NODE_NAME`` is in ``kubernetes_node`` only).
 
 Every answer is recorded in ``handle.served`` as a :class:`Scrape` (simulated time, the sample
 time served, node or ``None``, HTTP status, body), so a test can tell what was served when.
@@ -33,6 +34,7 @@ from typing import Any
 import numpy as np
 import orjson
 
+from pipelines.simulator.sharing import NODE_LABEL
 from pipelines.simulator.writers.dcgm import StoredSeries
 
 HELP = {
@@ -42,9 +44,23 @@ HELP = {
     "DCGM_FI_DEV_POWER_USAGE": "Power draw (in W).",
     "DCGM_FI_DEV_XID_ERRORS": "Value of the last XID error encountered.",
 }
-LABEL_ORDER = ("gpu", "UUID", "pci_bus_id", "device", "modelName", "GPU_I_PROFILE", "GPU_I_ID", "Hostname", "hostname",
-               "DCGM_FI_DRIVER_VERSION", "container", "namespace", "pod", "hpc_job")
-PROMETHEUS_LABELS = ("__name__", "instance", "job")
+LABEL_ORDER = (
+    "gpu",
+    "UUID",
+    "pci_bus_id",
+    "device",
+    "modelName",
+    "GPU_I_PROFILE",
+    "GPU_I_ID",
+    "Hostname",
+    "hostname",
+    "DCGM_FI_DRIVER_VERSION",
+    "container",
+    "namespace",
+    "pod",
+    "hpc_job",
+)
+PROMETHEUS_LABELS = ("__name__", "instance", "job", NODE_LABEL)
 
 
 @dataclass(frozen=True)
@@ -63,7 +79,8 @@ def _escape(value: str) -> str:
 def _line(series: StoredSeries, value: str) -> str:
     labels = series.labels
     keys = [k for k in LABEL_ORDER if k in labels] + sorted(
-        k for k in labels if k not in LABEL_ORDER and k not in PROMETHEUS_LABELS)
+        k for k in labels if k not in LABEL_ORDER and k not in PROMETHEUS_LABELS
+    )
     body = ",".join(f'{k}="{_escape(labels[k])}"' for k in keys)
     return f"{labels['__name__']}{{{body}}} {value}"
 
@@ -75,7 +92,7 @@ class MetricBook:
         self.start, self.interval, self.steps = start, interval, steps
         self.by_node: dict[str, list[StoredSeries]] = {}
         for s in series:
-            node = s.labels.get("Hostname") or s.labels.get("hostname") or ""
+            node = s.labels.get(NODE_LABEL) or s.labels.get("Hostname") or s.labels.get("hostname") or ""
             self.by_node.setdefault(node, []).append(s)
 
     def step_at(self, sim_time: datetime) -> int:
@@ -183,7 +200,7 @@ def _handler(handle_ref: list[ExporterHandle]) -> type[BaseHTTPRequestHandler]:
             if path == "/metrics":
                 scrape = handle_ref[0].answer(None)
             elif path.startswith("/nodes/") and path.endswith("/metrics"):
-                scrape = handle_ref[0].answer(path[len("/nodes/"):-len("/metrics")])
+                scrape = handle_ref[0].answer(path[len("/nodes/") : -len("/metrics")])
             else:
                 self.send_error(404)
                 return
@@ -200,8 +217,9 @@ def _handler(handle_ref: list[ExporterHandle]) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-def serve_exporter(sim_or_out_dir: Any, host: str = "127.0.0.1", port: int = 0, speed: float = 1.0,
-                   start_at: datetime | None = None) -> ExporterHandle:
+def serve_exporter(
+    sim_or_out_dir: Any, host: str = "127.0.0.1", port: int = 0, speed: float = 1.0, start_at: datetime | None = None
+) -> ExporterHandle:
     """Serve a simulation (a ``SimulationResult`` or its output directory) as dcgm-exporter."""
     if isinstance(sim_or_out_dir, str | Path):
         book = load_book(Path(sim_or_out_dir))

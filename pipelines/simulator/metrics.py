@@ -26,8 +26,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from pipelines.simulator import sharing
 from pipelines.simulator.config import SimConfig
-from pipelines.simulator.model.cluster import Cluster, Gpu, MigInstance, Node
+from pipelines.simulator.model.cluster import Cluster, Gpu, MigInstance, Node, Slot
 from pipelines.simulator.model.jobs import Attempt, SimState
 from pipelines.simulator.utilization import attempt_stream, fb_share, loading_seconds, workload_util
 
@@ -58,6 +59,9 @@ class Metrics:
     energy: dict[str, np.ndarray] = field(default_factory=dict)  # per GPU uuid: the counter (mJ) per scrape
     counter_reset: tuple[str, int] | None = None  # the healthy GPU whose driver reloads, and at which scrape
     label_index: dict[tuple[tuple[str, str], ...], int] = field(default_factory=dict)
+    # per entity of a shared DRA claim: (label id, first scrape, end scrape) of every pod holding it,
+    # whose series dcgm-exporter repeats once per pod
+    co_holders: dict[str, list[tuple[int, int, int]]] = field(default_factory=dict)
 
     def present(self, ent: Entity) -> np.ndarray:
         """The scrape steps that carry this entity's series: its node's scrapes, minus the time its
@@ -94,6 +98,15 @@ def _holder_label(attempt: Attempt) -> dict[str, str]:
     return {"hpc_job": attempt.job_id}
 
 
+def _slot_label(m: Metrics, attempt: Attempt, slot: Slot, cache: dict[str, int]) -> int:
+    """The holder's label id on the slot's series: a device held through a DRA claim adds the claim."""
+    if m.entities[slot.series].node.sharing != sharing.DRA:
+        if "" not in cache:
+            cache[""] = m.label_id(_holder_label(attempt))
+        return cache[""]
+    return m.label_id({**_holder_label(attempt), **sharing.dra_labels(attempt, slot)})
+
+
 def container_name(spec: object) -> str:
     kind = getattr(spec, "kind", "")
     return {"training": "trainer", "inference": "server", "notebook": "notebook"}.get(kind, "worker")
@@ -116,17 +129,20 @@ def _apply(cfg: SimConfig, m: Metrics, attempt: Attempt, raw: dict[str, np.ndarr
     base = workload_util(attempt, times, cfg.start_epoch, rng)
     share = fb_share(attempt, rng)
     loading = loading_seconds(cfg.seed, attempt)
-    label = m.label_id(_holder_label(attempt))
+    labels: dict[str, int] = {}
     for slot in attempt.slots:
+        label = _slot_label(m, attempt, slot, labels)
         ent = m.entities[slot.series]
         util = np.where(running, np.clip(base + rng.normal(0.0, 0.01, len(times)), 0.0, 1.0), 0.0)
         util[times < attempt.run_start + loading] = 0.0
         if attempt.xid_gpu == slot.gpu.uuid and attempt.xid_time is not None:
             util[times >= attempt.xid_time] = 0.0
         capacity = _mig_fb(ent.mig.profile) if ent.mig else ent.node.model.fb_mib
-        if slot.kind == "shared":
+        if slot.kind in ("shared", "claim"):
             capacity //= slot.gpu.replicas
             raw.setdefault(ent.key, np.zeros(cfg.steps))[k0:k1] += util
+            if slot.kind == "claim":
+                m.co_holders.setdefault(ent.key, []).append((label, k0, k1))
         else:
             ent.util[k0:k1] = util
             ent.holder[k0:k1] = label
@@ -150,11 +166,11 @@ def _power_xid(cfg: SimConfig, m: Metrics, state: SimState, rng: np.random.Gener
         m.power[uuid] = np.round(power * rng.uniform(0.85, 1.0, cfg.steps) + idle + rng.normal(0, 2.0, cfg.steps), 3)
     step = cfg.scrape_interval_s
     for x in state.xids:
-        m.xid[x.gpu][x.at // step:x.repaired // step] = 79
+        m.xid[x.gpu][x.at // step : x.repaired // step] = 79
         # XID 79: the GPU fell off the bus. The scrape that saw it is the last one with its series
         # until the repair brings it back.
         gone = m.gone.setdefault(x.gpu, np.zeros(cfg.steps, bool))
-        gone[x.at // step + 1:x.repaired // step] = True
+        gone[x.at // step + 1 : x.repaired // step] = True
 
 
 def _energy(cfg: SimConfig, m: Metrics, state: SimState) -> None:
@@ -179,13 +195,24 @@ def _energy(cfg: SimConfig, m: Metrics, state: SimState) -> None:
         m.energy[uuid] = counter
 
 
-def build_metrics(cfg: SimConfig, cluster: Cluster, state: SimState, rng: np.random.Generator,
-                  adjust: Callable[[Metrics], None] | None = None) -> Metrics:
+def build_metrics(
+    cfg: SimConfig,
+    cluster: Cluster,
+    state: SimState,
+    rng: np.random.Generator,
+    adjust: Callable[[Metrics], None] | None = None,
+) -> Metrics:
     """The metrics of every entity; ``adjust`` changes the utilisation before it is quantised
     (the planted storage stall)."""
     steps = cfg.steps
-    m = Metrics(steps, cfg.scrape_interval_s, _entities(cluster, steps), {}, {},
-                {n.name: np.ones(steps, bool) for n in cluster.nodes})
+    m = Metrics(
+        steps,
+        cfg.scrape_interval_s,
+        _entities(cluster, steps),
+        {},
+        {},
+        {n.name: np.ones(steps, bool) for n in cluster.nodes},
+    )
     raw: dict[str, np.ndarray] = {}
     for attempt in state.attempts:
         _apply(cfg, m, attempt, raw)

@@ -60,13 +60,21 @@ class Pool:
         if spec.request == "gpu":
             return self._place_whole(spec, nodes, now, avoid)
         kind = spec.request
-        for node in sorted(nodes, key=lambda n: (n.name in avoid, n.index)):
+        for node in sorted(nodes, key=lambda n: (n.name in avoid, self._turn(spec, n, len(nodes)))):
             keys = self.free[node.name]
             for slot in node.slots:
                 fits = slot.mig is None or slot.mig.profile == spec.mig_profile
                 if slot.key in keys and slot.kind == kind and fits:
                     return [slot]
         return None
+
+    def _turn(self, spec: JobSpec, node: Node, n: int) -> int:
+        """The order nodes are tried for a fractional request: by index; with modern sharing, a
+        time-sliced replica from a node taken in turn by the job's sequence number, so every
+        kind of shared node gets pods."""
+        if self.cluster.modern and spec.request == "shared":
+            return (node.index - spec.seq) % n
+        return node.index
 
     def _place_whole(self, spec: JobSpec, nodes: list[Node], now: int, avoid: set[str]) -> list[Slot] | None:
         limit_s = (spec.time_limit_min or 0) * 60
@@ -83,8 +91,8 @@ class Pool:
             return None
         fits.sort(key=lambda f: f[:3])
         slots: list[Slot] = []
-        for *_, free in sorted(fits[:spec.nodes], key=lambda f: f[2]):
-            slots.extend(free[:spec.count])
+        for *_, free in sorted(fits[: spec.nodes], key=lambda f: f[2]):
+            slots.extend(free[: spec.count])
         return slots
 
     def _place_pinned(self, spec: JobSpec) -> list[Slot] | None:

@@ -3,7 +3,8 @@
 For the report window ``[S, E)`` and docs/ATTRIBUTION.md's rules:
 
 * allocated: every attempt's slots from its start to its end (or ``E``), weighted by the slot's
-  GPU fraction (MIG g/7, time-sliced replica 1/4);
+  GPU fraction (MIG g/7, a time-sliced or MPS replica 1/N with N the node's replicas, a seat of
+  a shared DRA claim 1/n with n the pods holding the claim at that instant: ``ClaimShares``);
 * busy: ``∫`` of the published utilisation step function over each allocation (a time-sliced
   replica gets ``util / 4``), where a scrape's value holds for one interval, or up to three
   across missing scrapes; beyond that the allocated time is **unobserved**;
@@ -42,6 +43,7 @@ from pipelines.simulator.metrics import Metrics
 from pipelines.simulator.model.cluster import Cluster, Gpu
 from pipelines.simulator.model.jobs import Attempt, SimState
 from pipelines.simulator.org import UNKNOWN_MODEL, OrgVersion, team_of
+from pipelines.simulator.sharing import ClaimShares
 
 FIELDS = ("allocated", "busy", "failed", "unobserved", "lost")
 ATTEMPT_GROUPS = ("team", "model", "namespace", "account", "failure_reason", "job", "logical_job", "cluster")
@@ -81,15 +83,19 @@ def attempt_keys(attempt: Attempt, cluster_name: str) -> dict[str, str | None]:
     return {
         "team": team_of(label_team=spec.team_label, namespace=spec.namespace, account=spec.account),
         "model": spec.model if spec.model_via != "none" and spec.model else UNKNOWN_MODEL,
-        "namespace": spec.namespace, "account": spec.account,
+        "namespace": spec.namespace,
+        "account": spec.account,
         "failure_reason": attempt.reason if attempt.end is not None and attempt.reason else "none",
-        "job": attempt.job_id, "logical_job": attempt.logical_job, "cluster": cluster_name,
+        "job": attempt.job_id,
+        "logical_job": attempt.logical_job,
+        "cluster": cluster_name,
     }
 
 
 class Truth:
-    def __init__(self, cfg: SimConfig, cluster: Cluster, state: SimState, metrics: Metrics,
-                 versions: list[OrgVersion]) -> None:
+    def __init__(
+        self, cfg: SimConfig, cluster: Cluster, state: SimState, metrics: Metrics, versions: list[OrgVersion]
+    ) -> None:
         self.cfg, self.cluster, self.state, self.m, self.versions = cfg, cluster, state, metrics, versions
         self.groups: dict[str, dict[str, _Acc]] = defaultdict(lambda: defaultdict(_Acc))
         self.gpu_acc: dict[str, _Acc] = defaultdict(_Acc)
@@ -97,12 +103,15 @@ class Truth:
         self.power: dict[str, StepIntegral] = {}  # per entity: the GPU's power as held (W)
         for key, ent in metrics.entities.items():
             values, unobs = observed(ent.util, metrics.present(ent))
-            self.integrals[key] = (StepIntegral(values, cfg.scrape_interval_s, cfg.horizon),
-                                   StepIntegral(unobs, cfg.scrape_interval_s, cfg.horizon))
+            self.integrals[key] = (
+                StepIntegral(values, cfg.scrape_interval_s, cfg.horizon),
+                StepIntegral(unobs, cfg.scrape_interval_s, cfg.horizon),
+            )
             watts, _ = observed(metrics.power[ent.gpu.uuid], metrics.present(ent))
             self.power[key] = StepIntegral(watts, cfg.scrape_interval_s, cfg.horizon)
         self.attempts: list[dict[str, Any]] = []
         self.by_gpu: dict[str, list[Attempt]] = {}
+        self.shares = ClaimShares(state.attempts, cfg.horizon)
 
     def _bu_pieces(self, a: int, b: int, team: str) -> list[tuple[int, int, str]]:
         out = []
@@ -125,13 +134,18 @@ class Truth:
                 busy_i, unobs_i = self.integrals[slot.series]
                 gpu = slot.gpu
                 node = self.cluster.node(gpu.node)
-                for a, b, bu in self._bu_pieces(*span, keys["team"] or ""):
-                    alloc = slot.weight * (b - a)
-                    busy = slot.weight / UNIT * busy_i.over(a, b)
-                    energy = slot.weight / UNIT * self.power[slot.series].over(a, b)
-                    unobs = slot.weight * int(round(unobs_i.over(a, b)))
+                pieces = [
+                    (a, b, w, bu)
+                    for a0, b0, bu in self._bu_pieces(*span, keys["team"] or "")
+                    for a, b, w in self.shares.pieces(slot, a0, b0)
+                ]
+                for a, b, weight, bu in pieces:
+                    alloc = weight * (b - a)
+                    busy = weight / UNIT * busy_i.over(a, b)
+                    energy = weight / UNIT * self.power[slot.series].over(a, b)
+                    unobs = weight * int(round(unobs_i.over(a, b)))
                     lost_piece = clip(max(attempt.start, ckpt or attempt.start), b, a, b) if failed else None
-                    lost = slot.weight * (lost_piece[1] - lost_piece[0]) if lost_piece else 0
+                    lost = weight * (lost_piece[1] - lost_piece[0]) if lost_piece else 0
                     row = (alloc, busy, alloc if failed else 0, unobs, lost, energy)
                     for group in ATTEMPT_GROUPS:
                         if keys[group] is not None:
@@ -150,15 +164,27 @@ class Truth:
         since = previous.end if previous is not None and previous.end is not None else attempt.submit
         wait = attempt.start - since
         return {
-            "job_id": attempt.job_id, "logical_job": attempt.logical_job, "attempt": attempt.number,
-            "scheduler": spec.scheduler, "kind": spec.kind, "submit": iso(at(attempt.submit)),
-            "start": iso(at(attempt.start)), "end": iso(at(attempt.end)) if attempt.end is not None else None,
-            "outcome": attempt.outcome, "failure_reason": keys["failure_reason"] if attempt.reason else None,
+            "job_id": attempt.job_id,
+            "logical_job": attempt.logical_job,
+            "attempt": attempt.number,
+            "scheduler": spec.scheduler,
+            "kind": spec.kind,
+            "submit": iso(at(attempt.submit)),
+            "start": iso(at(attempt.start)),
+            "end": iso(at(attempt.end)) if attempt.end is not None else None,
+            "outcome": attempt.outcome,
+            "failure_reason": keys["failure_reason"] if attempt.reason else None,
             "scheduler_state": scheduler_state(spec.scheduler, attempt.reason, attempt.end is not None),
-            "gpu_seconds": alloc / UNIT, "lost_gpu_seconds": lost / UNIT,
-            "queue_seconds": wait, "queue_gpu_seconds": wait * spec.gpus_requested, "gpus": spec.gpus_requested,
-            "nodes": attempt.nodes, "team": keys["team"], "model": keys["model"],
-            "namespace": spec.namespace, "account": spec.account,
+            "gpu_seconds": alloc / UNIT,
+            "lost_gpu_seconds": lost / UNIT,
+            "queue_seconds": wait,
+            "queue_gpu_seconds": wait * spec.gpus_requested,
+            "gpus": spec.gpus_requested,
+            "nodes": attempt.nodes,
+            "team": keys["team"],
+            "model": keys["model"],
+            "namespace": spec.namespace,
+            "account": spec.account,
         }
 
     def capacity(self, gpu: Gpu) -> dict[str, int]:
@@ -171,15 +197,23 @@ class Truth:
                     span = clip(attempt.start, attempt.end if attempt.end is not None else horizon, 0, horizon)
                     if span:
                         held[slot.key].append(span)
-        xid = union([s for x in self.state.xids if x.gpu == gpu.uuid
-                     for s in [clip(x.at, x.repaired, 0, horizon)] if s])
+        xid = union(
+            [s for x in self.state.xids if x.gpu == gpu.uuid for s in [clip(x.at, x.repaired, 0, horizon)] if s]
+        )
         node = self.cluster.node(gpu.node)
-        unalloc = unavail = 0
+        parts: dict[str, tuple[int, list[Interval], bool]] = {}  # part of the GPU: weight, holdings, whole
         for slot in (s for s in node.slots if s.gpu is gpu):
-            mine = union(held.get(slot.key, []))
-            down = measure(xid) - measure(intersect(xid, mine)) if slot.kind == "gpu" else 0
-            unavail += slot.weight * down
-            unalloc += slot.weight * (horizon - measure(union(mine + xid)))
+            if slot.kind == "claim":  # a shared claim's device: held while any seat is
+                _, spans, _ = parts.get(gpu.uuid, (UNIT, [], True))
+                parts[gpu.uuid] = (UNIT, spans + held.get(slot.key, []), True)
+            else:
+                parts[slot.key] = (slot.weight, held.get(slot.key, []), slot.kind == "gpu")
+        unalloc = unavail = 0
+        for weight, spans, whole in parts.values():
+            mine = union(spans)
+            down = measure(xid) - measure(intersect(xid, mine)) if whole else 0
+            unavail += weight * down
+            unalloc += weight * (horizon - measure(union(mine + xid)))
         if gpu.layout == "mig":
             unalloc += UNIT * (7 - sum(m.slices for m in gpu.mig)) // 7 * horizon
         return {"capacity": UNIT * horizon, "unallocated": unalloc, "unavailable": unavail}
@@ -190,8 +224,9 @@ def iso(moment: Any) -> str:
 
 
 def _capacity_groups(t: Truth) -> tuple[dict[str, dict[str, dict[str, int]]], dict[str, dict[str, Any]]]:
-    sums: dict[str, dict[str, dict[str, int]]] = {g: defaultdict(lambda: defaultdict(int))
-                                                  for g in ("node", "gpu_model", "cluster")}
+    sums: dict[str, dict[str, dict[str, int]]] = {
+        g: defaultdict(lambda: defaultdict(int)) for g in ("node", "gpu_model", "cluster")
+    }
     gpus: dict[str, dict[str, Any]] = {}
     for gpu in t.cluster.all_gpus():
         node = t.cluster.node(gpu.node)
@@ -200,17 +235,30 @@ def _capacity_groups(t: Truth) -> tuple[dict[str, dict[str, dict[str, int]]], di
             for name, value in cap.items():
                 sums[group][key][name] += value
         acc = t.gpu_acc[gpu.uuid].out()
-        gpus[gpu.uuid] = {"node": gpu.node, "index": gpu.index, "gpu_model": node.model.short, "layout": gpu.layout,
-                          **{f"{k}_gpu_seconds": v / UNIT for k, v in cap.items()}, **acc}
+        gpus[gpu.uuid] = {
+            "node": gpu.node,
+            "index": gpu.index,
+            "gpu_model": node.model.short,
+            "layout": gpu.layout,
+            **{f"{k}_gpu_seconds": v / UNIT for k, v in cap.items()},
+            **acc,
+        }
     return sums, gpus
 
 
-def build_truth(cfg: SimConfig, cluster: Cluster, state: SimState, metrics: Metrics, versions: list[OrgVersion],
-                malformed: dict[str, int], extras: dict[str, Any],
-                planted: tuple[dict[str, list[Interval]], dict[str, list[Interval]]] = ({}, {})) -> dict[str, Any]:
+def build_truth(
+    cfg: SimConfig,
+    cluster: Cluster,
+    state: SimState,
+    metrics: Metrics,
+    versions: list[OrgVersion],
+    malformed: dict[str, int],
+    extras: dict[str, Any],
+    planted: tuple[dict[str, list[Interval]], dict[str, list[Interval]]] = ({}, {}),
+) -> dict[str, Any]:
     """The ``truth.json`` document; ``planted`` is (storage stall, degraded fabric) intervals per node."""
     t = Truth(cfg, cluster, state, metrics, versions)
-    causes = CauseTruth(cfg, t.integrals, *planted)
+    causes = CauseTruth(cfg, t.integrals, *planted, t.shares)
     t.by_gpu = defaultdict(list)
     for attempt in state.attempts:
         for uuid in {s.gpu.uuid for s in attempt.slots}:
@@ -220,8 +268,19 @@ def build_truth(cfg: SimConfig, cluster: Cluster, state: SimState, metrics: Metr
         causes.add(attempt, attempt_keys(attempt, cfg.cluster))
     sums, gpus = _capacity_groups(t)
     by: dict[str, dict[str, dict[str, float]]] = {}
-    for group in ("team", "business_unit", "model", "namespace", "account", "failure_reason", "gpu_model", "node",
-                  "cluster", "job", "logical_job"):
+    for group in (
+        "team",
+        "business_unit",
+        "model",
+        "namespace",
+        "account",
+        "failure_reason",
+        "gpu_model",
+        "node",
+        "cluster",
+        "job",
+        "logical_job",
+    ):
         rows = {key: acc.out() for key, acc in sorted(t.groups[group].items())}
         if group in sums:
             for key, cap in sorted(sums[group].items()):
@@ -230,10 +289,21 @@ def build_truth(cfg: SimConfig, cluster: Cluster, state: SimState, metrics: Metr
         by[group] = rows
     total = by["cluster"][cfg.cluster]
     return {
-        "start": iso(cfg.start), "end": iso(cfg.end), "cluster": cfg.cluster, "nodes": cfg.nodes, "hours": cfg.hours,
-        "seed": cfg.seed, "scrape_interval_s": cfg.scrape_interval_s,
-        **{f"{k}_gpu_seconds": total[f"{k}_gpu_seconds"] for k in
-           ("capacity", "unallocated", "unavailable", "unobserved", "busy", "allocated", "failed", "lost")},
-        "by": by, "gpus": gpus, "attempts": t.attempts, "idle_causes": causes.out(), "malformed_records": malformed,
+        "start": iso(cfg.start),
+        "end": iso(cfg.end),
+        "cluster": cfg.cluster,
+        "nodes": cfg.nodes,
+        "hours": cfg.hours,
+        "seed": cfg.seed,
+        "scrape_interval_s": cfg.scrape_interval_s,
+        **{
+            f"{k}_gpu_seconds": total[f"{k}_gpu_seconds"]
+            for k in ("capacity", "unallocated", "unavailable", "unobserved", "busy", "allocated", "failed", "lost")
+        },
+        "by": by,
+        "gpus": gpus,
+        "attempts": t.attempts,
+        "idle_causes": causes.out(),
+        "malformed_records": malformed,
         **extras,
     }

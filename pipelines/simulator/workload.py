@@ -18,6 +18,7 @@ from typing import TypeVar
 
 import numpy as np
 
+from pipelines.simulator import sharing
 from pipelines.simulator.config import SimConfig
 from pipelines.simulator.model.cluster import Cluster, Node
 from pipelines.simulator.model.jobs import JobSpec
@@ -27,8 +28,12 @@ T = TypeVar("T")
 K8S_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 NIGHTLY_HOUR = 2
 RESERVATION_S = 900
-CHECKPOINT_BYTES = {"llama-70b": 423_000_000_000, "llama-8b": 96_000_000_000, "vit-l": 3_700_000_000,
-                    "vit-b": 1_050_000_000}
+CHECKPOINT_BYTES = {
+    "llama-70b": 423_000_000_000,
+    "llama-8b": 96_000_000_000,
+    "vit-l": 3_700_000_000,
+    "vit-b": 1_050_000_000,
+}
 FIRST_SLURM_ID = 41001
 
 
@@ -79,16 +84,31 @@ class _Builder:
 # ------------------------------------------------------------------------------------------
 def _k8s_inference(b: _Builder, t: int, initial: bool) -> None:
     rng, horizon = b.rng, b.cfg.horizon
-    ns, model, deploy = b.pick([(0.55, ("llm-serve", "llama-8b", "llama-8b-serve")),
-                                (0.45, ("search", "e5-large", "e5-search"))])
+    ns, model, deploy = b.pick(
+        [(0.55, ("llm-serve", "llama-8b", "llama-8b-serve")), (0.45, ("search", "e5-large", "e5-search"))]
+    )
     mig = rng.random() < 0.3
     # services outlive the window: they end only by failing (restarts, or a lost node)
     life = int(rng.uniform(1.2, 3.0) * horizon) if initial else horizon - t + _loguniform(rng, 3600, 12 * 3600)
     rs = f"{deploy}-{k8s_suffix(rng, 10)}"
-    b.add(scheduler="kubernetes", kind="inference", submit=t, work=life, name=f"{rs}-{k8s_suffix(rng)}",
-          user="system:serviceaccount", request="mig" if mig else "gpu", count=1, mig_slices=3 if mig else None,
-          namespace=ns, model=model, model_via="label", owner_kind="ReplicaSet", owner_name=rs,
-          owner_uid=new_uid(rng), util_base=float(rng.uniform(0.7, 1.0)))
+    b.add(
+        scheduler="kubernetes",
+        kind="inference",
+        submit=t,
+        work=life,
+        name=f"{rs}-{k8s_suffix(rng)}",
+        user="system:serviceaccount",
+        request="mig" if mig else "gpu",
+        count=1,
+        mig_slices=3 if mig else None,
+        namespace=ns,
+        model=model,
+        model_via="label",
+        owner_kind="ReplicaSet",
+        owner_name=rs,
+        owner_uid=new_uid(rng),
+        util_base=float(rng.uniform(0.7, 1.0)),
+    )
 
 
 def _k8s_training(b: _Builder, t: int, opening: bool = False) -> None:
@@ -97,53 +117,106 @@ def _k8s_training(b: _Builder, t: int, opening: bool = False) -> None:
     work = int(np.clip(rng.lognormal(math.log(1.5 * 3600), 0.5), 1200, 8 * 3600))
     every = int(rng.choice([900, 1200, 1800]))
     job = f"{'llm-ft' if ns == 'llm-train' else 'vision-train'}-{k8s_suffix(rng)}"
-    b.add(scheduler="kubernetes", kind="training", submit=t, work=_long(b) if opening else work, name=job,
-          user=f"{ns.split('-')[0]}01", request="gpu", count=2 if opening else int(rng.choice([2, 4, 4])),
-          namespace=ns, model=model, model_via="label", owner_kind="Job", owner_name=job, owner_uid=new_uid(rng),
-          checkpoint_every=_opening_every(b) if opening else every, checkpoint_bytes=CHECKPOINT_BYTES[model],
-          util_base=float(rng.uniform(0.8, 0.95)))
+    b.add(
+        scheduler="kubernetes",
+        kind="training",
+        submit=t,
+        work=_long(b) if opening else work,
+        name=job,
+        user=f"{ns.split('-')[0]}01",
+        request="gpu",
+        count=2 if opening else int(rng.choice([2, 4, 4])),
+        namespace=ns,
+        model=model,
+        model_via="label",
+        owner_kind="Job",
+        owner_name=job,
+        owner_uid=new_uid(rng),
+        checkpoint_every=_opening_every(b) if opening else every,
+        checkpoint_bytes=CHECKPOINT_BYTES[model],
+        util_base=float(rng.uniform(0.8, 0.95)),
+    )
 
 
 def _k8s_batch(b: _Builder, t: int, work: int | None = None) -> None:
     rng = b.rng
     options: list[tuple[float, tuple[str, str | None, str | None]]] = [
-        (0.45, ("recsys", "dlrm-v2", None)), (0.2, (UNMAPPED_NAMESPACE, None, None)),
-                              (0.15, (UNMAPPED_NAMESPACE, "e5-large", "search")),
-        (0.2, ("vision", None, None))]
+        (0.45, ("recsys", "dlrm-v2", None)),
+        (0.2, (UNMAPPED_NAMESPACE, None, None)),
+        (0.15, (UNMAPPED_NAMESPACE, "e5-large", "search")),
+        (0.2, ("vision", None, None)),
+    ]
     ns, model, team = b.pick(options)
-    requests: list[tuple[float, tuple[str, int | None]]] = [(0.6, ("gpu", None)), (0.25, ("mig", 2)),
-                                                            (0.15, ("mig", 3))]
+    requests: list[tuple[float, tuple[str, int | None]]] = [
+        (0.6, ("gpu", None)),
+        (0.25, ("mig", 2)),
+        (0.15, ("mig", 3)),
+    ]
     req, slices = b.pick(requests)
     if work is not None:
         req, slices = "gpu", None
     job = f"{ns.split('-')[0]}-batch-{k8s_suffix(rng)}"
-    b.add(scheduler="kubernetes", kind="batch", submit=t, work=work or _loguniform(rng, 600, 3600), name=job,
-          user=f"{team or ns.split('-')[0]}02", request=req, count=1, mig_slices=slices, namespace=ns,
-          team_label=team, model=model, model_via="label" if model else "none", owner_kind="Job", owner_name=job,
-          owner_uid=new_uid(rng), util_base=float(rng.uniform(0.5, 0.9)))
+    b.add(
+        scheduler="kubernetes",
+        kind="batch",
+        submit=t,
+        work=work or _loguniform(rng, 600, 3600),
+        name=job,
+        user=f"{team or ns.split('-')[0]}02",
+        request=req,
+        count=1,
+        mig_slices=slices,
+        namespace=ns,
+        team_label=team,
+        model=model,
+        model_via="label" if model else "none",
+        owner_kind="Job",
+        owner_name=job,
+        owner_uid=new_uid(rng),
+        util_base=float(rng.uniform(0.5, 0.9)),
+    )
 
 
 def _k8s_notebook(b: _Builder, t: int) -> None:
     rng = b.rng
     options: list[tuple[float, tuple[str, str | None]]] = [
-        (0.35, ("notebooks", None)), (0.2, ("notebooks", "llm")), (0.15, ("notebooks", "search")),
-        (0.3, (UNMAPPED_NAMESPACE, None))]
+        (0.35, ("notebooks", None)),
+        (0.2, ("notebooks", "llm")),
+        (0.15, ("notebooks", "search")),
+        (0.3, (UNMAPPED_NAMESPACE, None)),
+    ]
     ns, team = b.pick(options)
     user = f"{team or ('vision' if ns == 'notebooks' else 'guest')}{int(rng.integers(1, 9)):02d}"
     shared = rng.random() < 0.6
     model = "llama-8b" if team == "llm" and rng.random() < 0.5 else None
-    b.add(scheduler="kubernetes", kind="notebook", submit=t, work=_loguniform(rng, 1800, 4 * 3600),
-          name=f"jupyter-{user}-{k8s_suffix(rng, 4)}", user=user, request="shared" if shared else "mig", count=1,
-          mig_slices=None if shared else 1, namespace=ns, team_label=team, model=model,
-          model_via="label" if model else "none", util_base=float(rng.uniform(0.02, 0.1)))
+    b.add(
+        scheduler="kubernetes",
+        kind="notebook",
+        submit=t,
+        work=_loguniform(rng, 1800, 4 * 3600),
+        name=f"jupyter-{user}-{k8s_suffix(rng, 4)}",
+        user=user,
+        request="shared" if shared else "mig",
+        count=1,
+        mig_slices=None if shared else 1,
+        namespace=ns,
+        team_label=team,
+        model=model,
+        model_via="label" if model else "none",
+        util_base=float(rng.uniform(0.02, 0.1)),
+    )
 
 
 def _kubernetes(b: _Builder, nodes: list[Node]) -> None:
     n, horizon = len(nodes), b.cfg.horizon
     for _ in range(int(1.5 * n)):
         _k8s_inference(b, int(b.rng.uniform(0, min(600, horizon / 4))), initial=True)
-    kinds = [(0.04, lambda t: _k8s_inference(b, t, initial=False)), (0.25, lambda t: _k8s_training(b, t)),
-             (2.0, lambda t: _k8s_batch(b, t)), (1.5, lambda t: _k8s_notebook(b, t))]
+    kinds = [
+        (0.04, lambda t: _k8s_inference(b, t, initial=False)),
+        (0.25, lambda t: _k8s_training(b, t)),
+        (2.0, lambda t: _k8s_batch(b, t)),
+        (1.5, lambda t: _k8s_notebook(b, t)),
+    ]
     for rate, make in kinds:
         for t in _arrivals(b.rng, rate * n, horizon):
             make(t)
@@ -155,6 +228,34 @@ def _kubernetes(b: _Builder, nodes: list[Node]) -> None:
             _k8s_training(b, t, opening=True)
         else:
             (_k8s_batch if i < 6 else _k8s_notebook)(b, t)
+    if any(node.sharing == sharing.DRA for node in nodes):
+        _k8s_shared_claim(b)
+
+
+def _k8s_shared_claim(b: _Builder) -> None:
+    """Modern sharing: three pods of one inference ReplicaSet hold the DRA node's shared GPU through
+    one claim, joining and leaving so that one, two, three and again two pods hold it."""
+    rng, horizon = b.rng, b.cfg.horizon
+    rs = f"llama-8b-shared-{k8s_suffix(rng, 10)}"
+    uid = new_uid(rng)
+    for joins, life in ((0.0, 2.0), (0.2, 0.45), (0.35, 2.0)):
+        b.add(
+            scheduler="kubernetes",
+            kind="inference",
+            submit=int(joins * horizon) + int(rng.integers(0, 60)),
+            work=int(life * horizon),
+            name=f"{rs}-{k8s_suffix(rng)}",
+            user="system:serviceaccount",
+            request="claim",
+            count=1,
+            namespace="llm-serve",
+            model="llama-8b",
+            model_via="label",
+            owner_kind="ReplicaSet",
+            owner_name=rs,
+            owner_uid=uid,
+            util_base=float(rng.uniform(0.2, 0.4)),
+        )
 
 
 def _opening(b: _Builder, n: int) -> list[int]:
@@ -184,20 +285,38 @@ def _slurm_training(b: _Builder, t: int, nodes: list[Node], opening: bool = Fals
     gpus = 8 if n_nodes > 1 else (4 if opening else int(rng.choice([4, 8, 8])))
     work = _long(b) if opening else int(np.clip(rng.lognormal(math.log(2.5 * 3600), 0.6), 1800, 14 * 3600))
     every = _opening_every(b) if opening else int(rng.choice([1200, 1800, 2400]))
-    account, model, via = b.pick([(0.6, ("llm", str(rng.choice(["llama-70b", "llama-8b"])), "comment")),
-                                  (0.4, ("vision", "vit-l", "wckey"))])
-    b.add(scheduler="slurm", kind="training", submit=t, work=work, name=f"{account}-pretrain", user=f"{account}01",
-          request="gpu", count=gpus, nodes=n_nodes, gpu_type=gtype, account=account, partition="gpu", model=model,
-          model_via=via, time_limit_min=int(math.ceil(work * 1.25 / 1800) * 30),
-          checkpoint_every=every, checkpoint_bytes=CHECKPOINT_BYTES[model],
-          util_base=float(rng.uniform(0.8, 0.95)))
+    account, model, via = b.pick(
+        [(0.6, ("llm", str(rng.choice(["llama-70b", "llama-8b"])), "comment")), (0.4, ("vision", "vit-l", "wckey"))]
+    )
+    b.add(
+        scheduler="slurm",
+        kind="training",
+        submit=t,
+        work=work,
+        name=f"{account}-pretrain",
+        user=f"{account}01",
+        request="gpu",
+        count=gpus,
+        nodes=n_nodes,
+        gpu_type=gtype,
+        account=account,
+        partition="gpu",
+        model=model,
+        model_via=via,
+        time_limit_min=int(math.ceil(work * 1.25 / 1800) * 30),
+        checkpoint_every=every,
+        checkpoint_bytes=CHECKPOINT_BYTES[model],
+        util_base=float(rng.uniform(0.8, 0.95)),
+    )
 
 
 def _slurm_batch(b: _Builder, t: int, nodes: list[Node], work: int | None = None) -> None:
     rng = b.rng
     options: list[tuple[float, tuple[str, str | None, str]]] = [
-        (0.4, ("recsys", "dlrm-v2", "comment")), (0.35, ("fraud", "xgb-fraud", "wckey")),
-        (0.25, ("vision", None, "none"))]
+        (0.4, ("recsys", "dlrm-v2", "comment")),
+        (0.35, ("fraud", "xgb-fraud", "wckey")),
+        (0.25, ("vision", None, "none")),
+    ]
     account, model, via = b.pick(options)
     types = sorted({n.model.short for n in nodes})
     gtype = types[int(rng.integers(0, len(types)))] if rng.random() < 0.5 else None
@@ -206,10 +325,23 @@ def _slurm_batch(b: _Builder, t: int, nodes: list[Node], work: int | None = None
         work = _loguniform(rng, 600, 5400)
     else:
         count = 1
-    b.add(scheduler="slurm", kind="batch", submit=t, work=work, name=f"{account}-batch", user=f"{account}02",
-          request="gpu", count=count, gpu_type=gtype, account=account, partition="batch",
-          model=model, model_via=via, time_limit_min=int(math.ceil(work * 1.5 / 900) * 15),
-          util_base=float(rng.uniform(0.55, 0.9)))
+    b.add(
+        scheduler="slurm",
+        kind="batch",
+        submit=t,
+        work=work,
+        name=f"{account}-batch",
+        user=f"{account}02",
+        request="gpu",
+        count=count,
+        gpu_type=gtype,
+        account=account,
+        partition="batch",
+        model=model,
+        model_via=via,
+        time_limit_min=int(math.ceil(work * 1.5 / 900) * 15),
+        util_base=float(rng.uniform(0.55, 0.9)),
+    )
 
 
 def acceptance_times(cfg: SimConfig) -> list[int]:
@@ -226,7 +358,7 @@ def acceptance_times(cfg: SimConfig) -> list[int]:
 
 
 def node_sets(nodes: list[Node]) -> list[list[Node]]:
-    sets = [nodes[i:i + 4] for i in range(0, len(nodes), 4)]
+    sets = [nodes[i : i + 4] for i in range(0, len(nodes), 4)]
     if len(sets) > 1 and len(sets[-1]) == 1:
         sets[-2].extend(sets.pop())
     return sets
@@ -235,10 +367,23 @@ def node_sets(nodes: list[Node]) -> list[list[Node]]:
 def _acceptance(b: _Builder, nodes: list[Node]) -> None:
     for t in acceptance_times(b.cfg):
         for group in node_sets(nodes):
-            b.add(scheduler="slurm", kind="benchmark", submit=max(t - 120, 0), work=int(b.rng.integers(240, 420)),
-                  name="nccl-acceptance", user="svc-acceptance", request="gpu", count=8, nodes=len(group),
-                  account="platform", partition="maint", time_limit_min=15, reservation=(t, t + RESERVATION_S),
-                  pinned_nodes=tuple(n.name for n in group), util_base=0.97)
+            b.add(
+                scheduler="slurm",
+                kind="benchmark",
+                submit=max(t - 120, 0),
+                work=int(b.rng.integers(240, 420)),
+                name="nccl-acceptance",
+                user="svc-acceptance",
+                request="gpu",
+                count=8,
+                nodes=len(group),
+                account="platform",
+                partition="maint",
+                time_limit_min=15,
+                reservation=(t, t + RESERVATION_S),
+                pinned_nodes=tuple(n.name for n in group),
+                util_base=0.97,
+            )
 
 
 def _slurm(b: _Builder, nodes: list[Node]) -> None:

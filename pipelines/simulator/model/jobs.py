@@ -25,7 +25,7 @@ class JobSpec:
     work: int  # planned run time in seconds (lifetime for inference/notebook pods)
     name: str
     user: str
-    request: str  # "gpu" | "mig" | "shared"
+    request: str  # "gpu" | "mig" | "shared" | "claim" (a seat of a shared DRA claim)
     count: int  # GPUs (or instances / replicas) per node
     nodes: int = 1
     mig_slices: int | None = None
@@ -55,7 +55,7 @@ class JobSpec:
 
     @property
     def gpus_requested(self) -> float:
-        per = {"gpu": 1.0, "mig": (self.mig_slices or 0) / 7.0, "shared": 0.25}[self.request]
+        per = {"gpu": 1.0, "mig": (self.mig_slices or 0) / 7.0, "shared": 0.25, "claim": 1.0}[self.request]
         return per * self.count * self.nodes
 
 

@@ -26,8 +26,8 @@ dated fact and is skipped, and the result says so in a note.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-from typing import Any
+from datetime import datetime
+from typing import Any, NamedTuple
 
 from pipelines import topics
 from pipelines.parsers import slurm_fields as f
@@ -71,43 +71,48 @@ def parse_nodes(doc: dict[str, Any], *, cluster: str, origin: str | None, observ
         try:
             if not isinstance(row, dict):
                 raise ValueError("node record is not an object")
+            gpus, gpu_model = f.node_gpus(_gres(row))
+            nodes = _read_row(row)
+            dated = [(node, time) for node in nodes if (time := _time(node, observed_at, documented))]
             objs = [
                 node_state_envelope(
                     source="slurm",
                     cluster=cluster,
-                    node=node,
-                    state=state,
+                    node=node.name,
+                    state=node.state,
                     time=time,
-                    reason=reason,
+                    reason=node.reason,
                     gpus=gpus,
                     gpu_model=gpu_model,
                 )
-                for node, state, reason, time in _read_row(row, observed_at, documented)
-                for gpus, gpu_model in [f.node_gpus(_gres(row))]
+                for node, time in dated
             ]
         except RECORD_ERRORS as exc:
             result.reject(topic=TOPIC.name, source="slurm", reason=str(exc), raw=raw, origin=origin)
             continue
-        undated += not objs and _undated(row)
+        undated += len(nodes) - len(dated)
         add_record_events(result, objs, topic=TOPIC.name, source="slurm", raw=raw, origin=origin)
     if undated:
         result.note(
-            f"{undated} node record(s) that are up carry no time: give the poll time with "
+            f"{undated} node(s) carry no time of their state: give the poll time with "
             "`gpuledger ingest slurm --time <RFC 3339>`"
         )
     return result
 
 
-def _undated(row: dict[str, Any]) -> bool:
-    """A row that gave no event only because nothing dates it (not a FUTURE node)."""
-    return bool(_read_row(row, None, _NO_TIME_CHECK))
+class _Node(NamedTuple):
+    name: str
+    state: str  # up | drained | down
+    reason: str | None  # None when up
+    changed: datetime | None  # when the reason was set
 
 
-Row = tuple[str, str, str | None, datetime]  # node, state, reason, time
-_NO_TIME_CHECK = datetime(1970, 1, 1, tzinfo=UTC)  # any time: does the row name a node at all?
+def _time(node: _Node, observed_at: datetime | None, documented: datetime | None) -> datetime | None:
+    """The poll time, else the reason's time for a node that is not up, else the document's last_update."""
+    return observed_at or (node.changed if node.state != "up" else None) or documented
 
 
-def _read_row(row: dict[str, Any], observed_at: datetime | None, documented: datetime | None) -> list[Row]:
+def _read_row(row: dict[str, Any]) -> list[_Node]:
     if isinstance(row.get("node"), dict) or isinstance(row.get("nodes"), dict):  # sinfo v0.0.40+
         words = _words(as_dict(row.get("node")).get("state"), None)
         reason_obj = as_dict(row.get("reason"))
@@ -123,10 +128,7 @@ def _read_row(row: dict[str, Any], observed_at: datetime | None, documented: dat
     if "FUTURE" in words:
         return []
     state = "down" if words & DOWN else "drained" if words & DRAINED else "up"
-    time = observed_at or (changed if state != "up" else None) or documented
-    if time is None:
-        return []
-    return [(name, state, reason if state != "up" else None, time) for name in names]
+    return [_Node(name, state, reason if state != "up" else None, changed) for name in names]
 
 
 def _gres(row: dict[str, Any]) -> Any:

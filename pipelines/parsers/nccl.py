@@ -35,8 +35,8 @@ Decisions where the format is silent:
   ingest nccl --collective``), else a known ``<collective>_perf`` binary named anywhere in the run's
   text, else inferred from the table (:func:`_infer`), else ``unknown``.
 * A run that dies (``Test CUDA failure …``, ``Test NCCL failure …``, ``Test failure …``) is one
-  run that is not ``ok``; the row the failure cut short is one dead letter whose reason is the
-  failure message.
+  run that is not ``ok``, and one dead letter (the first failure line: the row it cut short, or
+  the line before the table) whose reason is the failure message.
 * NCCL version: the ``NCCL version`` line, else decoded from ``nccl-library=<code>``.
 * Time (event time and ``started``): the ``time`` hint, else the first RFC 3339 time with offset
   printed in the run's text; without either the run is a dead letter that names ``--time``.
@@ -223,13 +223,13 @@ class _Run:
 
     def feed(self, s: str) -> str | None:
         """Take one stripped line; a dead-letter reason when it is an unreadable result row."""
-        if (m := _FAILURE.search(s)) is not None:
+        if (m := _FAILURE.search(s)) is not None:  # the first one is the run's one dead letter
             self.failed_flags += 1
-            first = self.failure is None
-            self.failure = self.failure or m.group(0).strip()
-            if first and self.columns is not None and _rowlike(s):
-                return f"nccl-tests run died at size {s.split()[0]}: {self.failure}"
-            return None
+            if self.failure is not None:
+                return None
+            self.failure = m.group(0).strip()
+            where = f" at size {s.split()[0]}" if self.columns is not None and _rowlike(s) else ""
+            return f"nccl-tests run died{where}: {self.failure}"
         if self.columns is not None and _rowlike(s):
             return self._row(s)
         if (m := _DEVICE.match(s)) is not None:

@@ -372,3 +372,19 @@ def test_a_run_that_died_of_a_cuda_failure_is_one_failed_run() -> None:
     assert len(reasons) <= 1
     assert reasons and "Test CUDA failure" in reasons[0] and "illegal memory access" in reasons[0]
     assert "fields" not in reasons[0]
+
+
+def test_a_run_that_died_before_its_table_says_why() -> None:
+    log = (
+        "# nThread 1 nGpus 1 minBytes 8 maxBytes 64 step: 2(factor) warmup iters: 5 iters: 20 validation: 1\n"
+        "#  Rank  0 Group  0 Pid  1 on a device  0 [0x19] GPU\n"
+        "a: Test NCCL failure common.cu:1279 'unhandled system error (run with NCCL_DEBUG=INFO for details)'\n"
+        " .. a pid 1: Test failure common.cu:1131\n"
+    )
+    result = nccl.parse(log, cluster="c1", time=T)
+    (event,) = result.events
+    assert isinstance(event, BenchmarkRunEvent) and not event.data.ok and event.data.results == []
+    assert [d.reason for d in result.dead_letters] == [
+        "nccl-tests run died: Test NCCL failure common.cu:1279 'unhandled system error (run with NCCL_DEBUG=INFO "
+        "for details)'"
+    ]

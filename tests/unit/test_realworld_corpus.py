@@ -131,3 +131,21 @@ def test_directory_lookup_skips_with_a_reason(monkeypatch: pytest.MonkeyPatch, t
     monkeypatch.setattr(realworld, "REALWORLD", tmp_path / "absent")
     with pytest.raises(pytest.skip.Exception, match="directory missing"):
         realworld.realworld_file("dcgm_l4_kops_scrape.prom")
+
+
+def test_ingest_passes_the_hint_flags_to_the_parser(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pipelines.cli import ingest_cmd
+
+    seen: dict[str, Any] = {}
+    real = ingest_cmd.PARSERS[Source.nccl]
+
+    def spy(data: bytes, **kwargs: Any) -> Any:
+        seen.update(kwargs)
+        return real(data, **kwargs)
+
+    monkeypatch.setitem(ingest_cmd.PARSERS, Source.nccl, spy)
+    path = realworld_file("nccl_all_reduce_a800_24ranks_12pods.log")
+    argv = ["ingest", "nccl", "--file", str(path), "--dry-run", "--format", "json", *shlex.split(AT)]
+    result = CliRunner().invoke(app, [*argv, "--collective", "all_reduce_perf", "--node", "n1"])
+    assert result.exit_code == 0, result.output
+    assert (seen["collective"], seen["node"], seen["time"]) == ("all_reduce_perf", "n1", "2026-11-10T01:00:00Z")

@@ -4,10 +4,12 @@ Accepted shapes:
 
 * ``{"nodes": [{"name": "gpu001", "state": ["IDLE", "DRAIN"], "reason": "xid 79",
   "reason_changed_at": 1767225600}]}`` — ``scontrol show nodes --json`` and the ``sinfo --json``
-  of Slurm 23.02; ``state`` may also be a string with the flags in ``state_flags`` (older), and
+  of Slurm 21.08 (openapi v0.0.37) to 23.02; ``state`` may also be a string, lowercase in v0.0.37
+  (``mixed``), with the flags in ``state_flags`` (older), and
   ``reason_changed_at`` a ``{"set", "infinite", "number"}`` object (v0.0.40+).
 * ``{"sinfo": [{"nodes": {"nodes": ["gpu[001-002]"]}, "node": {"state": ["IDLE", "DRAIN"]},
-  "reason": {"description": "..", "time": ..}}]}`` — ``sinfo --json`` of v0.0.40+.
+  "reason": {"description": "..", "time": ..}}]}`` — ``sinfo --json`` of v0.0.40+, and ``sinfo -N
+  --json`` from data_parser v0.0.39 on (one row per node).
 
 State: ``DOWN``, ``INVALID``, ``INVALID_REG`` -> ``down``; ``DRAIN``, ``DRAINED``, ``DRAINING``,
 ``FAIL``, ``FAILING`` -> ``drained``; anything else (IDLE, MIXED, ALLOCATED, …) -> ``up``.
@@ -113,7 +115,7 @@ def _time(node: _Node, observed_at: datetime | None, documented: datetime | None
 
 
 def _read_row(row: dict[str, Any]) -> list[_Node]:
-    if isinstance(row.get("node"), dict) or isinstance(row.get("nodes"), dict):  # sinfo v0.0.40+
+    if isinstance(row.get("node"), dict) or isinstance(row.get("nodes"), dict):  # sinfo (-N) v0.0.39+
         words = _words(as_dict(row.get("node")).get("state"), None)
         reason_obj = as_dict(row.get("reason"))
         reason, changed = f.text(reason_obj.get("description")), f.epoch(reason_obj.get("time"))

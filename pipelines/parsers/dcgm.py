@@ -21,23 +21,12 @@ millisecond timestamps) and Prometheus ``query_range`` / ``query`` answers of it
 
 Version differences accepted:
 
-* Host: ``Hostname`` (released versions), ``hostname`` (newer), else a ``node`` or
-  ``kubernetes_node`` target label, else the host part of ``instance``, else the caller's ``node``
-  hint (labels win over the hint). An exporter deployed without ``NODE_NAME`` puts its own pod's
-  name in ``Hostname``/``hostname`` (``dcgm-exporter-wwwjh``): such a name (one containing
-  ``dcgm-exporter``, or equal to the series' ``pod`` label) is not a node, and ``node``/
-  ``kubernetes_node``, then the hint (``gpuledger ingest --node``), then ``instance`` (which is then
-  the pod's address, so it comes last) win over it; with none of them the samples are dead letters
-  that say so, never a node named after the pod.
+* Host and Kubernetes mapping: :mod:`pipelines.parsers.dcgm_labels` (``Hostname``/``hostname``,
+  ``node``/``kubernetes_node``, ``instance``, the ``node`` hint; a host label that is the exporter's
+  own pod never names a node). Slurm mapping: ``hpc_job``. Empty label values are absent.
 * MIG instances: ``GPU_I_ID`` and ``GPU_I_PROFILE`` beside the parent ``UUID``; the parent GPU's
   own series (power, temperature, energy) carry no ``GPU_I_*`` labels and give the whole-GPU
   entry. A profile that is not ``<g>g.<mem>gb`` is a bad record.
-* Kubernetes mapping: ``namespace``/``pod``/``container``, the older ``pod_namespace``/
-  ``pod_name``/``container_name``, and ``exported_*`` (Prometheus renames the exporter's labels so
-  when they collide with the scrape target's). When ``exported_*`` labels exist only they are
-  read; a mapping naming the exporter itself (pod or container containing ``dcgm-exporter``) is the
-  scrape target's own label, not a workload, and is dropped. Slurm mapping: ``hpc_job``. Empty
-  label values are absent.
 * ``err_code``/``err_msg`` on XID series are ignored (the value is the XID).
 
 Rules where the formats are silent:
@@ -76,6 +65,7 @@ from typing import Any
 from pipelines.events import event_id, mig_fraction
 from pipelines.parsers import prom
 from pipelines.parsers.base import NotThisFormat, ParseResult
+from pipelines.parsers.dcgm_labels import k8s_mapping, node_of
 from pipelines.topics import GPU_METRICS
 
 SOURCE = "dcgm"
@@ -99,13 +89,6 @@ FP64_BLANK = 140737488355328.0
 INT32_BLANK = 2147483632.0
 _DCGM_TEXT = re.compile(r"^[ \t]*(?:#[ \t]*(?:TYPE|HELP)[ \t]+)?DCGM_FI_", re.M)
 _DCGM_NAME = re.compile(r"^[ \t]*(DCGM_FI_[A-Za-z0-9_]+)", re.M)
-_NODE_KEYS = ("node", "kubernetes_node")  # Prometheus target labels naming the node (relabelling)
-_EXPORTER = "dcgm-exporter"
-_K8S_KEYS = (
-    ("exported_namespace", "exported_pod", "exported_container"),
-    ("namespace", "pod", "container"),
-    ("pod_namespace", "pod_name", "container_name"),
-)
 
 
 def parse(data: bytes | str, *, cluster: str, origin: str | None = None, **hints: Any) -> ParseResult:
@@ -256,9 +239,9 @@ class _Series:
 
 def _series(labels: dict[str, str], node_hint: str | None) -> _Series | str:
     """What a label set says about its GPU, or why its samples cannot be placed."""
-    host = _host(labels, node_hint)
-    if host.startswith("!"):
-        return host[1:]
+    host, why = node_of(labels, node_hint)
+    if host is None:
+        return why
     uuid = (labels.get("UUID") or labels.get("uuid") or "").strip()
     if not uuid:
         return "series without UUID"
@@ -273,7 +256,7 @@ def _series(labels: dict[str, str], node_hint: str | None) -> _Series | str:
         except ValueError as exc:
             return str(exc)
     index = prom.small_int(labels.get("gpu", "").strip())
-    namespace, pod, container = _k8s_mapping(labels)
+    namespace, pod, container = k8s_mapping(labels)
     meta = {
         "index": index if index is not None and index >= 0 else None,
         "model": labels.get("modelName", "").strip() or None,
@@ -284,35 +267,6 @@ def _series(labels: dict[str, str], node_hint: str | None) -> _Series | str:
         "hpc_job": labels.get("hpc_job", "").strip() or None,
     }
     return _Series(host, uuid, gi, meta)
-
-
-def _host(labels: dict[str, str], hint: str | None) -> str:
-    """The node of a series, or ``!`` and the reason there is none (see the module docstring)."""
-    labelled = _first(labels, ("Hostname", "hostname"))
-    named = _first(labels, _NODE_KEYS)
-    instance = prom.host_of({"instance": labels.get("instance", "")}, ())
-    if labelled and not _is_exporter(labelled, labels):
-        return labelled
-    if labelled:  # the exporter's own pod: the instance address is the pod's, the hint comes first
-        candidates = [named, hint, instance if instance and not _is_exporter(instance, labels) else None]
-    else:
-        candidates = [named, instance, hint]
-    host = next((c for c in candidates if c), None)
-    if host:
-        return host
-    flag = "give the node with `gpuledger ingest dcgm --node <name>`"
-    if labelled:
-        return f"!hostname label {labelled!r} is the exporter's pod, not a node: {flag}"
-    return f"!no Hostname/hostname/node/instance label: {flag}"
-
-
-def _first(labels: dict[str, str], keys: tuple[str, ...]) -> str | None:
-    return next((value for key in keys if (value := labels.get(key, "").strip())), None)
-
-
-def _is_exporter(name: str, labels: dict[str, str]) -> bool:
-    """A name that is dcgm-exporter's own pod (or service), not a node or a workload."""
-    return _EXPORTER in name or name == labels.get("pod", "").strip()
 
 
 def _place(
@@ -345,17 +299,6 @@ def _place(
         return reason
     gpu.put(key, value)
     return None
-
-
-def _k8s_mapping(labels: dict[str, str]) -> tuple[str | None, str | None, str | None]:
-    for keys in _K8S_KEYS:
-        if any(k in labels for k in keys):
-            values = tuple(labels.get(k, "").strip() or None for k in keys)
-            if any(v and _EXPORTER in v for v in values[1:]):
-                return None, None, None
-            if keys[0].startswith("exported_") or any(values):
-                return values  # type: ignore[return-value]
-    return None, None, None
 
 
 def convert(kind: str, value: float) -> tuple[float | int | None, str | None]:

@@ -33,7 +33,7 @@ Decisions where the format is silent:
   from every line before anything is read.
 * Collective: the ``Collective test starting`` line, else the ``collective`` hint (``gpuledger
   ingest nccl --collective``), else a known ``<collective>_perf`` binary named anywhere in the run's
-  text, else inferred from the table (:func:`_infer`), else ``unknown``.
+  text, else inferred from the table (:func:`pipelines.parsers.nccl_table.infer`), else ``unknown``.
 * A run that dies (``Test CUDA failure …``, ``Test NCCL failure …``, ``Test failure …``) is one
   run that is not ``ok``, and one dead letter (the first failure line: the row it cut short, or
   the line before the table) whose reason is the failure message.
@@ -47,7 +47,6 @@ Decisions where the format is silent:
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -55,6 +54,7 @@ from typing import Any
 from pipelines.events import event_id
 from pipelines.parsers import prom
 from pipelines.parsers.base import NotThisFormat, ParseResult
+from pipelines.parsers.nccl_table import ERROR_LIMIT, cell, columns, header, infer, to_float
 from pipelines.topics import BENCHMARKS_RUNS
 
 SOURCE = "nccl"
@@ -72,15 +72,6 @@ KNOWN = (
     "gather",
     "hypercube",
 )
-ERROR_LIMIT = {
-    "float": 1e-5,
-    "float32": 1e-5,
-    "double": 1e-12,
-    "float64": 1e-12,
-    "half": 5e-2,
-    "float16": 5e-2,
-    "bfloat16": 5e-2,
-}
 
 _START = re.compile(r"^#\s*(?:nccl-tests version\b|Collective test starting:|nThread\s+\d)")
 _TESTS_VERSION = re.compile(r"^#\s*nccl-tests version\s+(\S+)")
@@ -98,36 +89,6 @@ _BINARY = re.compile(r"(?<![A-Za-z0-9_])(" + "|".join(sorted(KNOWN, key=len, rev
 _STAMP = re.compile(r"\b(\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2}))")
 _TAG = re.compile(r"^\[\d+,\d+\]<(?:stdout|stderr|stddiag)>:")
 _FAILURE = re.compile(r"\bTest (?:CUDA |NCCL )?failure\b.*$")
-_NUMBER = re.compile(r"^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$")
-_PREFIX = {"size": "size_bytes", "count": "count", "type": "dtype", "redop": "redop", "root": "root"}
-# bytes per element of nccl-tests' type names (ncclDataType_t spellings)
-TYPE_BYTES = {
-    "int8": 1,
-    "uint8": 1,
-    "char": 1,
-    "f8e4m3": 1,
-    "f8e5m2": 1,
-    "half": 2,
-    "float16": 2,
-    "bfloat16": 2,
-    "int32": 4,
-    "uint32": 4,
-    "int": 4,
-    "float": 4,
-    "float32": 4,
-    "int64": 8,
-    "uint64": 8,
-    "double": 8,
-    "float64": 8,
-}
-_GROUP = {
-    "time": "time_us",
-    "cputime": "time_us",
-    "algbw": "algbw_gbps",
-    "busbw": "busbw_gbps",
-    "#wrong": "wrong",
-    "error": "error",
-}
 
 
 def parse(data: bytes | str, *, cluster: str, origin: str | None = None, **hints: Any) -> ParseResult:
@@ -163,7 +124,7 @@ def parse(data: bytes | str, *, cluster: str, origin: str | None = None, **hints
 
 
 def _marker(s: str) -> bool:
-    return bool(_START.match(s) or _DEVICE.match(s) or _header(s) or _OOB.match(s) or _AVG.match(s))
+    return bool(_START.match(s) or _DEVICE.match(s) or header(s) or _OOB.match(s) or _AVG.match(s))
 
 
 def _rowlike(s: str) -> bool:
@@ -189,20 +150,10 @@ def _split(lines: list[str]) -> list[list[str]]:
         cur.extend(tail)
         tail = []
         cur.append(line)
-        body = body or footer or bool(_DEVICE.match(s) or _header(s) or _rowlike(s))
+        body = body or footer or bool(_DEVICE.match(s) or header(s) or _rowlike(s))
         done = done or footer
     runs.append(cur + tail)
     return runs
-
-
-def _header(s: str) -> list[str] | None:
-    """The table's column names, or None when ``s`` is not the table header line."""
-    if not s.startswith("#"):
-        return None
-    tokens = s.lstrip("#").split()
-    if len(tokens) < 7 or tokens[0] != "size" or "busbw" not in tokens:
-        return None
-    return tokens
 
 
 @dataclass
@@ -244,13 +195,13 @@ class _Run:
                     "name": name.strip() or None,
                 }
             )
-        elif (cols := _header(s)) is not None:
+        elif (cols := header(s)) is not None:
             return self._columns(cols)
         elif (m := _OOB.match(s)) is not None:
             self.out_of_bounds = int(m.group(1))
             self.failed_flags += int(m.group(2) == "FAILED")
         elif (m := _AVG.match(s)) is not None:
-            self.avg = _float(m.group(1))
+            self.avg = to_float(m.group(1))
             self.failed_flags += int(m.group(2) == "FAILED")
         else:
             self._meta(s)
@@ -271,16 +222,8 @@ class _Run:
             self.stamp = m.group(1)
 
     def _columns(self, tokens: list[str]) -> str | None:
-        split = next((i for i, t in enumerate(tokens) if t in ("time", "cputime")), len(tokens))
-        prefix, rest = tokens[:split], tokens[split:]
-        groups = [rest[i : i + 4] for i in range(0, len(rest), 4)]
-        if not groups or any(t not in _PREFIX for t in prefix) or not all(map(_group_ok, groups)):
-            return "unrecognised nccl-tests table header"
-        names = [_PREFIX[t] for t in prefix]
-        for side, group in zip(("out_of_place", "in_place", "extra"), groups, strict=False):
-            names += [f"{side}_{_GROUP[t]}" for t in group]
-        self.columns = names
-        return None
+        self.columns = columns(tokens)
+        return None if self.columns is not None else "unrecognised nccl-tests table header"
 
     def _row(self, s: str) -> str | None:
         assert self.columns is not None
@@ -291,7 +234,7 @@ class _Run:
         row: dict[str, Any] = {}
         try:
             for name, token in zip(self.columns, tokens, strict=True):
-                row[name] = _cell(name, token)
+                row[name] = cell(name, token)
         except ValueError as exc:
             self.failed_flags += 1
             return f"result row: {exc}"
@@ -301,50 +244,6 @@ class _Run:
                 self.failed_flags += 1
         self.results.append({k: v for k, v in row.items() if not k.startswith("extra_")})
         return None
-
-
-def _group_ok(group: list[str]) -> bool:
-    """One side of the table: time (or cputime), algbw, busbw, then #wrong or error."""
-    return (
-        len(group) == 4
-        and group[0] in ("time", "cputime")
-        and group[1:3] == ["algbw", "busbw"]
-        and group[3] in ("#wrong", "error")
-    )
-
-
-def _cell(name: str, token: str) -> Any:
-    if name in ("size_bytes", "count"):
-        value = prom.small_int(token)
-        if value is None or value < 0:
-            raise ValueError(f"{name} {token[:20]!r} is not an integer")
-        return value
-    if name == "dtype":
-        return token
-    if name == "redop":
-        return None if token == "none" else token
-    if name == "root":
-        root = prom.small_int(token)
-        if root is None:
-            raise ValueError(f"root {token[:20]!r} is not an integer")
-        return None if root < 0 else root
-    if token == "N/A":
-        return None
-    number = _float(token.rstrip("*"))
-    if number is None and not re.fullmatch(r"[+-]?(?:inf|nan)", token.lower()):
-        raise ValueError(f"{name} {token[:20]!r} is not a number")
-    if name.endswith("_wrong") and number is not None:
-        if not 0 <= number < 2**63 or number != int(number):
-            raise ValueError(f"#wrong {token[:20]!r} is not a count")
-        return int(number)
-    return number
-
-
-def _float(token: str) -> float | None:
-    if not _NUMBER.match(token):
-        return None
-    value = float(token)
-    return value if math.isfinite(value) else None
 
 
 def _strip_binary(name: str) -> str:
@@ -359,28 +258,6 @@ def _library_version(code: int | None) -> str | None:
     if code >= 10000:  # NCCL >= 2.9: major*10000 + minor*100 + patch
         return f"{code // 10000}.{code % 10000 // 100}.{code % 100}"
     return f"{code // 1000}.{code % 1000 // 100}.{code % 100}"
-
-
-def _infer(results: list[dict[str, Any]], ranks: int) -> str:
-    """The collective a table without any name can only come from (nccl-tests' ``*GetCollByteCount``):
-    the printed size is ``count × type size`` for all_reduce, reduce, broadcast (and sendrecv), and
-    ``count × type size × ranks`` for reduce_scatter (and all_gather, alltoall, gather, scatter).
-    A redop (not ``none``) with a root is reduce; with no root all_reduce or reduce_scatter by size;
-    no redop with a root and the plain size is broadcast. Anything else stays ``unknown``."""
-    rows = [r for r in results if r.get("count") and r.get("dtype") in TYPE_BYTES]
-    if not rows:
-        return "unknown"
-    reducing = {bool(r.get("redop")) for r in rows}
-    rooted = {r.get("root") is not None for r in rows}
-    factors = {r["size_bytes"] / (r["count"] * TYPE_BYTES[r["dtype"]]) for r in rows}
-    if len(reducing) != 1 or len(rooted) != 1 or len(factors) != 1:
-        return "unknown"
-    (reduces,), (has_root,), (factor,) = reducing, rooted, factors
-    if reduces and has_root:
-        return "reduce"
-    if reduces:
-        return "all_reduce" if factor == 1 else "reduce_scatter" if ranks > 1 and factor == ranks else "unknown"
-    return "broadcast" if has_root and factor == 1 else "unknown"
 
 
 def _emit(
@@ -416,7 +293,7 @@ def _emit(
     wrong_total = sum(r.get(k) or 0 for r in run.results for k in ("out_of_place_wrong", "in_place_wrong"))
     data = {
         "run_id": run_id,
-        "collective": run.collective or collective or run.binary or _infer(run.results, len(run.devices)),
+        "collective": run.collective or collective or run.binary or infer(run.results, len(run.devices)),
         "hosts": hosts,
         "ranks": len(run.devices),
         "devices": run.devices,

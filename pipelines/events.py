@@ -95,6 +95,10 @@ class GpuSample(_Model):
     pod: str | None = None
     container: str | None = None
     hpc_job: str | None = None  # Slurm job mapping label
+    # a device shared by several pods (time slicing, a DRA claim reserved for several pods):
+    # dcgm-exporter repeats its series once per pod; every ``<namespace>/<pod>`` it named, in input
+    # order (``namespace``/``pod`` above are the first). Empty when at most one pod holds it.
+    holders: list[str] = Field(default_factory=list)
 
     @property
     def slot(self) -> str:

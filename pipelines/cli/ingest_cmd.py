@@ -67,9 +67,13 @@ def summary(result: ParseResult) -> dict[str, Any]:
     reasons: dict[str, int] = {}
     for d in result.dead_letters:
         reasons[d.reason] = reasons.get(d.reason, 0) + 1
-    return {"events": len(result.events), "dead_letters": len(result.dead_letters), "by_type": by_type,
-            "dead_letter_reasons": dict(sorted(reasons.items(), key=lambda kv: -kv[1])[:10]),
-            "notes": list(result.notes)}
+    return {
+        "events": len(result.events),
+        "dead_letters": len(result.dead_letters),
+        "by_type": by_type,
+        "dead_letter_reasons": dict(sorted(reasons.items(), key=lambda kv: -kv[1])[:10]),
+        "notes": list(result.notes),
+    }
 
 
 def _default_cluster(source: Source, configured: str) -> str:
@@ -81,18 +85,36 @@ def _default_cluster(source: Source, configured: str) -> str:
 def ingest(
     source: Annotated[Source, typer.Argument(help="input kind")],
     file: Annotated[Path, typer.Option("--file", "-f", help="file in that source's format")],
-    cluster: Annotated[str | None, typer.Option(help="cluster name (default GPULEDGER_CLUSTER; org files "
-                                                "without it apply to every cluster without its own)")] = None,
+    cluster: Annotated[
+        str | None,
+        typer.Option(
+            help="cluster name (default GPULEDGER_CLUSTER; org files without it apply to every cluster without its own)"
+        ),
+    ] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="parse and validate only; publish nothing")] = False,
     wait: Annotated[bool, typer.Option("--wait", help="return when every event is reflected in the facts")] = False,
     timeout: Annotated[float, typer.Option(help="seconds --wait may take")] = 600.0,
-    node: Annotated[str | None, typer.Option(help="node name for inputs that carry none (mountstats)")] = None,
-    at: Annotated[str | None, typer.Option("--time", help="sample time for inputs that carry none (RFC 3339)")] = None,
+    node: Annotated[
+        str | None,
+        typer.Option(
+            help="node name for inputs that carry none (mountstats, a dcgm "
+            "scrape whose hostname label is the exporter's pod)"
+        ),
+    ] = None,
+    at: Annotated[
+        str | None, typer.Option("--time", help="sample or poll time for inputs that carry none (RFC 3339)")
+    ] = None,
+    collective: Annotated[
+        str | None,
+        typer.Option(
+            help="nccl: the collective of a log that does not name it (all_reduce, or its binary all_reduce_perf)"
+        ),
+    ] = None,
     format: Annotated[str, typer.Option("--format", help="summary as table or json")] = "table",
 ) -> None:
     """Parse a file and publish its events (and dead letters) to Kafka."""
     settings = get_settings()
-    hints = {k: v for k, v in {"node": node, "time": at}.items() if v}
+    hints = {k: v for k, v in {"node": node, "time": at, "collective": collective}.items() if v}
     t0 = time.perf_counter()
     result = parse_file(source, file, cluster or _default_cluster(source, settings.cluster), hints)
     info = summary(result)
@@ -111,13 +133,17 @@ def ingest(
         console.print(f"  note: {note}")
     if at is None and any("--time" in reason for reason in info["dead_letter_reasons"]):
         modified = datetime.fromtimestamp(file.stat().st_mtime, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        console.print(f"  hint: {file} was last modified at {modified}; if that is when it was written, "
-                      f"ingest it again with --time {modified}")
+        console.print(
+            f"  hint: {file} was last modified at {modified}; if that is when it was written, "
+            f"ingest it again with --time {modified}"
+        )
     if wait and not dry_run:
         console.print(f"reflected in the facts after {info['wait_seconds']:.1f}s")
         if info.get("quarantined_nodes"):
-            console.print(f"[yellow]{info['quarantined_nodes']} node(s) in quarantine[/]: their attribution stopped "
-                          "on their input; `gpuledger status` names them and the reason")
+            console.print(
+                f"[yellow]{info['quarantined_nodes']} node(s) in quarantine[/]: their attribution stopped "
+                "on their input; `gpuledger status` names them and the reason"
+            )
 
 
 def publish(result: ParseResult, wait: bool, timeout: float) -> dict[str, Any]:

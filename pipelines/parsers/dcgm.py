@@ -21,17 +21,12 @@ millisecond timestamps) and Prometheus ``query_range`` / ``query`` answers of it
 
 Version differences accepted:
 
-* Host: ``Hostname`` (released versions), ``hostname`` (newer), else the host part of
-  ``instance``, else the caller's ``node`` hint (labels win over the hint).
+* Host and Kubernetes mapping: :mod:`pipelines.parsers.dcgm_labels` (``Hostname``/``hostname``,
+  ``node``/``kubernetes_node``, ``instance``, the ``node`` hint; a host label that is the exporter's
+  own pod never names a node). Slurm mapping: ``hpc_job``. Empty label values are absent.
 * MIG instances: ``GPU_I_ID`` and ``GPU_I_PROFILE`` beside the parent ``UUID``; the parent GPU's
   own series (power, temperature, energy) carry no ``GPU_I_*`` labels and give the whole-GPU
   entry. A profile that is not ``<g>g.<mem>gb`` is a bad record.
-* Kubernetes mapping: ``namespace``/``pod``/``container``, the older ``pod_namespace``/
-  ``pod_name``/``container_name``, and ``exported_*`` (Prometheus renames the exporter's labels so
-  when they collide with the scrape target's). When ``exported_*`` labels exist only they are
-  read; a mapping naming the exporter itself (pod or container containing ``dcgm-exporter``) is the
-  scrape target's own label, not a workload, and is dropped. Slurm mapping: ``hpc_job``. Empty
-  label values are absent.
 * ``err_code``/``err_msg`` on XID series are ignored (the value is the XID).
 
 Rules where the formats are silent:
@@ -47,8 +42,14 @@ Rules where the formats are silent:
 * The same GPU appears under different label sets over time; samples merge by
   (node, time, UUID, GPU_I_ID), never by label set. When two series give the same field at the
   same time, the first in input order wins; labels merge first-non-empty.
+* A device shared by several pods (time slicing, a DRA claim with several pods: labels
+  ``dra_claim_name``, ``dra_claim_namespace``, …) is repeated once per pod: the copies are the same
+  device's values, merged as above (not errors), and every ``<namespace>/<pod>`` they name is kept
+  in ``holders`` (when more than one).
 * Exposition lines without a timestamp need ``scrape_time``: the parser never reads the clock
   (re-parsing must give the same ids), so without it those lines are dead-lettered.
+* An input with DCGM series but none of the fields above gives no event and a note naming what it
+  holds.
 * ``interval_s``: the hint, else the smallest gap between distinct sample times of the node
   (the scrape or query step), else ``None``.
 """
@@ -64,6 +65,7 @@ from typing import Any
 from pipelines.events import event_id, mig_fraction
 from pipelines.parsers import prom
 from pipelines.parsers.base import NotThisFormat, ParseResult
+from pipelines.parsers.dcgm_labels import k8s_mapping, node_of
 from pipelines.topics import GPU_METRICS
 
 SOURCE = "dcgm"
@@ -86,11 +88,7 @@ INT64_BLANK = 9223372036854775792.0
 FP64_BLANK = 140737488355328.0
 INT32_BLANK = 2147483632.0
 _DCGM_TEXT = re.compile(r"^[ \t]*(?:#[ \t]*(?:TYPE|HELP)[ \t]+)?DCGM_FI_", re.M)
-_K8S_KEYS = (
-    ("exported_namespace", "exported_pod", "exported_container"),
-    ("namespace", "pod", "container"),
-    ("pod_namespace", "pod_name", "container_name"),
-)
+_DCGM_NAME = re.compile(r"^[ \t]*(DCGM_FI_[A-Za-z0-9_]+)", re.M)
 
 
 def parse(data: bytes | str, *, cluster: str, origin: str | None = None, **hints: Any) -> ParseResult:
@@ -98,38 +96,81 @@ def parse(data: bytes | str, *, cluster: str, origin: str | None = None, **hints
     ``time``), ``node``, ``interval_s``."""
     text = prom.as_text(data)
     if prom.looks_like_json(text):
-        return parse_query_range(text, cluster=cluster, interval_s=hints.get("interval_s"),
-                                 origin=origin, node=hints.get("node"))
-    return parse_exposition(text, cluster=cluster, scrape_time=hints.get("scrape_time") or hints.get("time"),
-                            node=hints.get("node"), interval_s=hints.get("interval_s"), origin=origin)
+        return parse_query_range(
+            text, cluster=cluster, interval_s=hints.get("interval_s"), origin=origin, node=hints.get("node")
+        )
+    return parse_exposition(
+        text,
+        cluster=cluster,
+        scrape_time=hints.get("scrape_time") or hints.get("time"),
+        node=hints.get("node"),
+        interval_s=hints.get("interval_s"),
+        origin=origin,
+    )
 
 
-def parse_exposition(text: bytes | str, *, cluster: str, scrape_time: object = None, node: str | None = None,
-                     interval_s: float | None = None, origin: str | None = None) -> ParseResult:
+def parse_exposition(
+    text: bytes | str,
+    *,
+    cluster: str,
+    scrape_time: object = None,
+    node: str | None = None,
+    interval_s: float | None = None,
+    origin: str | None = None,
+) -> ParseResult:
     """dcgm-exporter exposition text; ``scrape_time`` stamps the lines that carry no timestamp."""
     text = prom.as_text(text)
     if not _DCGM_TEXT.search(text):
         raise NotThisFormat("no DCGM_FI_* metric in the text: not dcgm-exporter output")
     reading = prom.read_exposition(text, wanted=FIELDS)
-    return _build(reading, cluster=cluster, default_time=prom.time_hint(scrape_time), node=node,
-                  interval_s=_interval(interval_s), origin=origin)
+    result = _build(
+        reading,
+        cluster=cluster,
+        default_time=prom.time_hint(scrape_time),
+        node=node,
+        interval_s=_interval(interval_s),
+        origin=origin,
+    )
+    if not reading.samples and not reading.bad:
+        _note_unread(result, _DCGM_NAME.findall(text))
+    return result
 
 
-def parse_query_range(answer: object, *, cluster: str, interval_s: float | None = None,
-                      origin: str | None = None, node: str | None = None) -> ParseResult:
+def parse_query_range(
+    answer: object, *, cluster: str, interval_s: float | None = None, origin: str | None = None, node: str | None = None
+) -> ParseResult:
     """A Prometheus ``query_range`` (matrix) or ``query`` (vector) answer of dcgm-exporter series."""
     reading = prom.read_api_answer(answer)
     ours = [s for s in reading.samples if s.name in FIELDS]
     if reading.samples and not any(s.name.startswith("DCGM_FI_") for s in reading.samples):
         raise NotThisFormat("Prometheus answer holds no DCGM_FI_* series")
-    return _build(prom.Reading(ours, reading.bad), cluster=cluster, default_time=None, node=node,
-                  interval_s=_interval(interval_s), origin=origin)
+    result = _build(
+        prom.Reading(ours, reading.bad),
+        cluster=cluster,
+        default_time=None,
+        node=node,
+        interval_s=_interval(interval_s),
+        origin=origin,
+    )
+    if reading.samples and not ours:
+        _note_unread(result, [s.name for s in reading.samples])
+    return result
+
+
+def _note_unread(result: ParseResult, names: list[str]) -> None:
+    held = sorted(set(names))
+    shown = ", ".join(held[:5]) + (f" and {len(held) - 5} more" if len(held) > 5 else "")
+    result.note(f"no metric gpuledger reads: the input holds {shown}; gpuledger reads {', '.join(FIELDS)}")
 
 
 @dataclass
 class _Gpu:
     values: dict[str, Any] = field(default_factory=dict)
     described_by: set[int] = field(default_factory=set)  # ids of the series whose labels were put
+    holders: list[str] = field(default_factory=list)  # every namespace/pod the copies of the device name
+
+    def sample(self) -> dict[str, Any]:
+        return {**self.values, "holders": self.holders} if len(self.holders) > 1 else self.values
 
     def put(self, key: str, value: Any) -> None:
         if value is not None and self.values.get(key) is None:
@@ -142,8 +183,15 @@ class _Group:
     raw: list[str] = field(default_factory=list)
 
 
-def _build(reading: prom.Reading, *, cluster: str, default_time: datetime | None, node: str | None,
-           interval_s: float | None, origin: str | None) -> ParseResult:
+def _build(
+    reading: prom.Reading,
+    *,
+    cluster: str,
+    default_time: datetime | None,
+    node: str | None,
+    interval_s: float | None,
+    origin: str | None,
+) -> ParseResult:
     result = ParseResult()
     for raw, why in reading.bad:
         result.reject(topic=TOPIC, source=SOURCE, reason=why, raw=raw, origin=origin)
@@ -161,8 +209,7 @@ def _build(reading: prom.Reading, *, cluster: str, default_time: datetime | None
             info = series[id(sample.labels)] = distinct[labels]
         reason = info if isinstance(info, str) else _place(sample, info, groups, default_time)
         if reason:
-            result.reject(topic=TOPIC, source=SOURCE, reason=f"{sample.name}: {reason}", raw=sample.raw,
-                          origin=origin)
+            result.reject(topic=TOPIC, source=SOURCE, reason=f"{sample.name}: {reason}", raw=sample.raw, origin=origin)
     times: dict[str, list[datetime]] = {}
     for host, time in groups:
         times.setdefault(host, []).append(time)
@@ -171,9 +218,12 @@ def _build(reading: prom.Reading, *, cluster: str, default_time: datetime | None
         step = steps[host]
         gpus = sorted(group.gpus.values(), key=_gpu_order)
         obj = {
-            "id": event_id("gpu.sample", cluster, host, time), "source": SOURCE, "type": "gpu.sample",
-            "time": time, "cluster": cluster,
-            "data": {"node": host, "interval_s": step, "gpus": [g.values for g in gpus]},
+            "id": event_id("gpu.sample", cluster, host, time),
+            "source": SOURCE,
+            "type": "gpu.sample",
+            "time": time,
+            "cluster": cluster,
+            "data": {"node": host, "interval_s": step, "gpus": [g.sample() for g in gpus]},
         }
         result.add(obj, topic=TOPIC, source=SOURCE, raw="\n".join(group.raw), origin=origin)
     return result
@@ -189,9 +239,9 @@ class _Series:
 
 def _series(labels: dict[str, str], node_hint: str | None) -> _Series | str:
     """What a label set says about its GPU, or why its samples cannot be placed."""
-    host = prom.host_of(labels) or node_hint
-    if not host:
-        return "no Hostname/hostname/instance label and no node hint"
+    host, why = node_of(labels, node_hint)
+    if host is None:
+        return why
     uuid = (labels.get("UUID") or labels.get("uuid") or "").strip()
     if not uuid:
         return "series without UUID"
@@ -206,22 +256,30 @@ def _series(labels: dict[str, str], node_hint: str | None) -> _Series | str:
         except ValueError as exc:
             return str(exc)
     index = prom.small_int(labels.get("gpu", "").strip())
-    namespace, pod, container = _k8s_mapping(labels)
-    meta = {"index": index if index is not None and index >= 0 else None,
-            "model": labels.get("modelName", "").strip() or None, "mig_profile": profile,
-            "namespace": namespace, "pod": pod, "container": container,
-            "hpc_job": labels.get("hpc_job", "").strip() or None}
+    namespace, pod, container = k8s_mapping(labels)
+    meta = {
+        "index": index if index is not None and index >= 0 else None,
+        "model": labels.get("modelName", "").strip() or None,
+        "mig_profile": profile,
+        "namespace": namespace,
+        "pod": pod,
+        "container": container,
+        "hpc_job": labels.get("hpc_job", "").strip() or None,
+    }
     return _Series(host, uuid, gi, meta)
 
 
-def _place(sample: prom.Sample, series: _Series, groups: dict[tuple[str, datetime], _Group],
-           default_time: datetime | None) -> str | None:
+def _place(
+    sample: prom.Sample, series: _Series, groups: dict[tuple[str, datetime], _Group], default_time: datetime | None
+) -> str | None:
     """Put one sample into its (node, time) group; a reason when it has no time or a bad value
     (the GPU is still recorded as present then)."""
     time = sample.time or default_time
     if time is None:
-        return ("sample without a timestamp: give the scrape time with `gpuledger ingest dcgm --time <RFC 3339>` "
-                "(e.g. the file's modification time)")
+        return (
+            "sample without a timestamp: give the scrape time with `gpuledger ingest dcgm --time <RFC 3339>` "
+            "(e.g. the file's modification time)"
+        )
     group = groups.setdefault((series.host, time), _Group())
     group.raw.append(sample.raw)
     gpu = group.gpus.get((series.uuid, series.gi))
@@ -231,23 +289,16 @@ def _place(sample: prom.Sample, series: _Series, groups: dict[tuple[str, datetim
         gpu.described_by.add(id(series))
         for key, value in series.meta.items():
             gpu.put(key, value)
+        pod = series.meta["pod"]
+        holder = f"{series.meta['namespace'] or ''}/{pod}" if pod else None
+        if holder and holder not in gpu.holders:
+            gpu.holders.append(holder)
     key, kind = FIELDS[sample.name]
     value, reason = convert(kind, sample.value)
     if reason:
         return reason
     gpu.put(key, value)
     return None
-
-
-def _k8s_mapping(labels: dict[str, str]) -> tuple[str | None, str | None, str | None]:
-    for keys in _K8S_KEYS:
-        if any(k in labels for k in keys):
-            values = tuple(labels.get(k, "").strip() or None for k in keys)
-            if any(v and "dcgm-exporter" in v for v in values[1:]):
-                return None, None, None
-            if keys[0].startswith("exported_") or any(values):
-                return values  # type: ignore[return-value]
-    return None, None, None
 
 
 def convert(kind: str, value: float) -> tuple[float | int | None, str | None]:

@@ -29,9 +29,14 @@ Decisions where the format is silent:
   unreadable result row, and in the old layout no ``error`` above nccl-tests' own limit for the
   type (float 1e-5, double 1e-12, half/bfloat16 5e-2, integers 0). A slow run is still ``ok``:
   degradation is judged downstream from ``avg_busbw_gbps``.
-* Collective: the ``Collective test starting`` line, else the ``collective`` hint, else a known
-  ``<collective>_perf`` binary named anywhere in the run's text, else ``reduce`` when rows carry
-  both a redop and a root, else ``unknown``.
+* Open MPI's ``--tag-output`` prefix (``[1,0]<stdout>:``, ``<stderr>``, ``<stddiag>``) is dropped
+  from every line before anything is read.
+* Collective: the ``Collective test starting`` line, else the ``collective`` hint (``gpuledger
+  ingest nccl --collective``), else a known ``<collective>_perf`` binary named anywhere in the run's
+  text, else inferred from the table (:func:`pipelines.parsers.nccl_table.infer`), else ``unknown``.
+* A run that dies (``Test CUDA failure …``, ``Test NCCL failure …``, ``Test failure …``) is one
+  run that is not ``ok``, and one dead letter (the first failure line: the row it cut short, or
+  the line before the table) whose reason is the failure message.
 * NCCL version: the ``NCCL version`` line, else decoded from ``nccl-library=<code>``.
 * Time (event time and ``started``): the ``time`` hint, else the first RFC 3339 time with offset
   printed in the run's text; without either the run is a dead letter that names ``--time``.
@@ -42,7 +47,6 @@ Decisions where the format is silent:
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,14 +54,24 @@ from typing import Any
 from pipelines.events import event_id
 from pipelines.parsers import prom
 from pipelines.parsers.base import NotThisFormat, ParseResult
+from pipelines.parsers.nccl_table import ERROR_LIMIT, cell, columns, header, infer, to_float
 from pipelines.topics import BENCHMARKS_RUNS
 
 SOURCE = "nccl"
 TOPIC = BENCHMARKS_RUNS.name
-KNOWN = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "alltoall", "alltoallv",
-         "sendrecv", "scatter", "gather", "hypercube")
-ERROR_LIMIT = {"float": 1e-5, "float32": 1e-5, "double": 1e-12, "float64": 1e-12, "half": 5e-2,
-               "float16": 5e-2, "bfloat16": 5e-2}
+KNOWN = (
+    "all_reduce",
+    "all_gather",
+    "reduce_scatter",
+    "broadcast",
+    "reduce",
+    "alltoall",
+    "alltoallv",
+    "sendrecv",
+    "scatter",
+    "gather",
+    "hypercube",
+)
 
 _START = re.compile(r"^#\s*(?:nccl-tests version\b|Collective test starting:|nThread\s+\d)")
 _TESTS_VERSION = re.compile(r"^#\s*nccl-tests version\s+(\S+)")
@@ -65,24 +79,22 @@ _LIB_CODE = re.compile(r"nccl-library=([0-9]{1,9})\b")
 _COLLECTIVE = re.compile(r"^#\s*Collective test starting:\s*(\S+)")
 _CONCLUDED = re.compile(r"^#\s*Collective test concluded")
 _NCCL_VERSION = re.compile(r"\bNCCL version\s+(\d+\.\d+\.\d+\S*)")
-_DEVICE = re.compile(r"^#\s*Rank\s+([0-9]{1,9})\s+(?:Group\s+[0-9]+\s+)?Pid\s+([0-9]{1,12})\s+on\s+(\S+)"
-                     r"\s+device\s+([0-9]{1,9})\s+\[([^\]]*)\]\s*(.*)$")
+_DEVICE = re.compile(
+    r"^#\s*Rank\s+([0-9]{1,9})\s+(?:Group\s+[0-9]+\s+)?Pid\s+([0-9]{1,12})\s+on\s+(\S+)"
+    r"\s+device\s+([0-9]{1,9})\s+\[([^\]]*)\]\s*(.*)$"
+)
 _OOB = re.compile(r"^#\s*Out of bounds values\s*:\s*([0-9]{1,9})\s*(\w*)")
 _AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(\S+)\s*(\w*)")
-_BINARY = re.compile(
-    r"(?<![A-Za-z0-9_])(" + "|".join(sorted(KNOWN, key=len, reverse=True)) + r")_perf(?:_mpi)?\b"
-)
+_BINARY = re.compile(r"(?<![A-Za-z0-9_])(" + "|".join(sorted(KNOWN, key=len, reverse=True)) + r")_perf(?:_mpi)?\b")
 _STAMP = re.compile(r"\b(\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2}))")
-_NUMBER = re.compile(r"^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$")
-_PREFIX = {"size": "size_bytes", "count": "count", "type": "dtype", "redop": "redop", "root": "root"}
-_GROUP = {"time": "time_us", "cputime": "time_us", "algbw": "algbw_gbps", "busbw": "busbw_gbps",
-          "#wrong": "wrong", "error": "error"}
+_TAG = re.compile(r"^\[\d+,\d+\]<(?:stdout|stderr|stddiag)>:")
+_FAILURE = re.compile(r"\bTest (?:CUDA |NCCL )?failure\b.*$")
 
 
 def parse(data: bytes | str, *, cluster: str, origin: str | None = None, **hints: Any) -> ParseResult:
     """Hints: ``time`` (run start), ``collective``, ``run_id``."""
     text = prom.as_text(data)
-    lines = [line.rstrip("\r") for line in text.split("\n")]
+    lines = [_TAG.sub("", line.rstrip("\r"), count=1) for line in text.split("\n")]
     if not any(_marker(line.strip()) for line in lines):
         raise NotThisFormat("no nccl-tests header, device, table or footer line")
     runs = [r for r in _split(lines) if any(_marker(line.strip()) for line in r)]
@@ -98,13 +110,21 @@ def parse(data: bytes | str, *, cluster: str, origin: str | None = None, **hints
         if run_id and len(runs) > 1:
             run_id = f"{run_id}#{n}"
         collective = _strip_binary(str(hints["collective"])) if hints.get("collective") else None
-        _emit(run, "\n".join(run_lines), result, cluster=cluster, origin=origin, when=when, run_id=run_id,
-              collective=collective)
+        _emit(
+            run,
+            "\n".join(run_lines),
+            result,
+            cluster=cluster,
+            origin=origin,
+            when=when,
+            run_id=run_id,
+            collective=collective,
+        )
     return result
 
 
 def _marker(s: str) -> bool:
-    return bool(_START.match(s) or _DEVICE.match(s) or _header(s) or _OOB.match(s) or _AVG.match(s))
+    return bool(_START.match(s) or _DEVICE.match(s) or header(s) or _OOB.match(s) or _AVG.match(s))
 
 
 def _rowlike(s: str) -> bool:
@@ -130,20 +150,10 @@ def _split(lines: list[str]) -> list[list[str]]:
         cur.extend(tail)
         tail = []
         cur.append(line)
-        body = body or footer or bool(_DEVICE.match(s) or _header(s) or _rowlike(s))
+        body = body or footer or bool(_DEVICE.match(s) or header(s) or _rowlike(s))
         done = done or footer
     runs.append(cur + tail)
     return runs
-
-
-def _header(s: str) -> list[str] | None:
-    """The table's column names, or None when ``s`` is not the table header line."""
-    if not s.startswith("#"):
-        return None
-    tokens = s.lstrip("#").split()
-    if len(tokens) < 7 or tokens[0] != "size" or "busbw" not in tokens:
-        return None
-    return tokens
 
 
 @dataclass
@@ -160,22 +170,38 @@ class _Run:
     out_of_bounds: int | None = None
     avg: float | None = None
     failed_flags: int = 0  # footer FAILED marks, unreadable rows, old-layout errors over the limit
+    failure: str | None = None  # the first "Test … failure" message: the run died
 
     def feed(self, s: str) -> str | None:
         """Take one stripped line; a dead-letter reason when it is an unreadable result row."""
+        if (m := _FAILURE.search(s)) is not None:  # the first one is the run's one dead letter
+            self.failed_flags += 1
+            if self.failure is not None:
+                return None
+            self.failure = m.group(0).strip()
+            where = f" at size {s.split()[0]}" if self.columns is not None and _rowlike(s) else ""
+            return f"nccl-tests run died{where}: {self.failure}"
         if self.columns is not None and _rowlike(s):
             return self._row(s)
         if (m := _DEVICE.match(s)) is not None:
             rank, pid, host, dev, bus, name = m.groups()
-            self.devices.append({"rank": int(rank), "host": host, "pid": int(pid), "device": int(dev),
-                                 "bus_id": bus.strip() or None, "name": name.strip() or None})
-        elif (cols := _header(s)) is not None:
+            self.devices.append(
+                {
+                    "rank": int(rank),
+                    "host": host,
+                    "pid": int(pid),
+                    "device": int(dev),
+                    "bus_id": bus.strip() or None,
+                    "name": name.strip() or None,
+                }
+            )
+        elif (cols := header(s)) is not None:
             return self._columns(cols)
         elif (m := _OOB.match(s)) is not None:
             self.out_of_bounds = int(m.group(1))
             self.failed_flags += int(m.group(2) == "FAILED")
         elif (m := _AVG.match(s)) is not None:
-            self.avg = _float(m.group(1))
+            self.avg = to_float(m.group(1))
             self.failed_flags += int(m.group(2) == "FAILED")
         else:
             self._meta(s)
@@ -196,16 +222,8 @@ class _Run:
             self.stamp = m.group(1)
 
     def _columns(self, tokens: list[str]) -> str | None:
-        split = next((i for i, t in enumerate(tokens) if t in ("time", "cputime")), len(tokens))
-        prefix, rest = tokens[:split], tokens[split:]
-        groups = [rest[i:i + 4] for i in range(0, len(rest), 4)]
-        if not groups or any(t not in _PREFIX for t in prefix) or not all(map(_group_ok, groups)):
-            return "unrecognised nccl-tests table header"
-        names = [_PREFIX[t] for t in prefix]
-        for side, group in zip(("out_of_place", "in_place", "extra"), groups, strict=False):
-            names += [f"{side}_{_GROUP[t]}" for t in group]
-        self.columns = names
-        return None
+        self.columns = columns(tokens)
+        return None if self.columns is not None else "unrecognised nccl-tests table header"
 
     def _row(self, s: str) -> str | None:
         assert self.columns is not None
@@ -216,7 +234,7 @@ class _Run:
         row: dict[str, Any] = {}
         try:
             for name, token in zip(self.columns, tokens, strict=True):
-                row[name] = _cell(name, token)
+                row[name] = cell(name, token)
         except ValueError as exc:
             self.failed_flags += 1
             return f"result row: {exc}"
@@ -226,46 +244,6 @@ class _Run:
                 self.failed_flags += 1
         self.results.append({k: v for k, v in row.items() if not k.startswith("extra_")})
         return None
-
-
-def _group_ok(group: list[str]) -> bool:
-    """One side of the table: time (or cputime), algbw, busbw, then #wrong or error."""
-    return (len(group) == 4 and group[0] in ("time", "cputime") and group[1:3] == ["algbw", "busbw"]
-            and group[3] in ("#wrong", "error"))
-
-
-def _cell(name: str, token: str) -> Any:
-    if name in ("size_bytes", "count"):
-        value = prom.small_int(token)
-        if value is None or value < 0:
-            raise ValueError(f"{name} {token[:20]!r} is not an integer")
-        return value
-    if name == "dtype":
-        return token
-    if name == "redop":
-        return None if token == "none" else token
-    if name == "root":
-        root = prom.small_int(token)
-        if root is None:
-            raise ValueError(f"root {token[:20]!r} is not an integer")
-        return None if root < 0 else root
-    if token == "N/A":
-        return None
-    number = _float(token.rstrip("*"))
-    if number is None and not re.fullmatch(r"[+-]?(?:inf|nan)", token.lower()):
-        raise ValueError(f"{name} {token[:20]!r} is not a number")
-    if name.endswith("_wrong") and number is not None:
-        if not 0 <= number < 2**63 or number != int(number):
-            raise ValueError(f"#wrong {token[:20]!r} is not a count")
-        return int(number)
-    return number
-
-
-def _float(token: str) -> float | None:
-    if not _NUMBER.match(token):
-        return None
-    value = float(token)
-    return value if math.isfinite(value) else None
 
 
 def _strip_binary(name: str) -> str:
@@ -282,8 +260,17 @@ def _library_version(code: int | None) -> str | None:
     return f"{code // 1000}.{code % 1000 // 100}.{code % 100}"
 
 
-def _emit(run: _Run, text: str, result: ParseResult, *, cluster: str, origin: str | None,
-          when: Any, run_id: str | None, collective: str | None) -> None:
+def _emit(
+    run: _Run,
+    text: str,
+    result: ParseResult,
+    *,
+    cluster: str,
+    origin: str | None,
+    when: Any,
+    run_id: str | None,
+    collective: str | None,
+) -> None:
     started = when
     if started is None and run.stamp is not None:
         try:
@@ -291,24 +278,40 @@ def _emit(run: _Run, text: str, result: ParseResult, *, cluster: str, origin: st
         except ValueError:
             started = None
     if started is None:
-        result.reject(topic=TOPIC, source=SOURCE, reason="nccl-tests run without a time: give it with "
-                      "`gpuledger ingest nccl --time <RFC 3339>` (e.g. the log's modification time)",
-                      raw=text, origin=origin)
+        result.reject(
+            topic=TOPIC,
+            source=SOURCE,
+            reason="nccl-tests run without a time: give it with "
+            "`gpuledger ingest nccl --time <RFC 3339>` (e.g. the log's modification time)",
+            raw=text,
+            origin=origin,
+        )
         return
     hosts = sorted({d["host"] for d in run.devices})
     first_pid = run.devices[0]["pid"] if run.devices else None
     run_id = run_id or event_id("nccl-run", cluster, ",".join(hosts), first_pid, text)
     wrong_total = sum(r.get(k) or 0 for r in run.results for k in ("out_of_place_wrong", "in_place_wrong"))
-    inferred = "reduce" if any(r.get("redop") and r.get("root") is not None for r in run.results) else None
     data = {
         "run_id": run_id,
-        "collective": run.collective or collective or run.binary or inferred or "unknown",
-        "hosts": hosts, "ranks": len(run.devices), "devices": run.devices,
+        "collective": run.collective or collective or run.binary or infer(run.results, len(run.devices)),
+        "hosts": hosts,
+        "ranks": len(run.devices),
+        "devices": run.devices,
         "nccl_version": run.nccl_version or _library_version(run.library_code),
-        "tests_version": run.tests_version, "results": run.results, "avg_busbw_gbps": run.avg,
-        "out_of_bounds": run.out_of_bounds or 0, "wrong_total": wrong_total, "started": started,
+        "tests_version": run.tests_version,
+        "results": run.results,
+        "avg_busbw_gbps": run.avg,
+        "out_of_bounds": run.out_of_bounds or 0,
+        "wrong_total": wrong_total,
+        "started": started,
         "ok": bool(run.results) and wrong_total == 0 and run.out_of_bounds == 0 and run.failed_flags == 0,
     }
-    obj = {"id": event_id("benchmark.run", cluster, run_id), "source": SOURCE, "type": "benchmark.run",
-           "time": started, "cluster": cluster, "data": data}
+    obj = {
+        "id": event_id("benchmark.run", cluster, run_id),
+        "source": SOURCE,
+        "type": "benchmark.run",
+        "time": started,
+        "cluster": cluster,
+        "data": data,
+    }
     result.add(obj, topic=TOPIC, source=SOURCE, raw=text, origin=origin)

@@ -78,13 +78,17 @@ def _parse(data: bytes | str, *, cluster: str, origin: str | None, hints: dict[s
         result = ParseResult()
         _reject_reported_errors(doc, result, origin)
         records = _read_records(doc["jobs"], result, origin)
+        without_gpu = 0
         for record, raw, attempt in _with_attempts(records):
             try:
                 objs = job_events(record, attempt, cluster=cluster, default_kind=default_kind)
             except RECORD_ERRORS as exc:
                 result.reject(topic=TOPIC.name, source=SOURCE, reason=str(exc), raw=raw, origin=origin)
                 continue
+            without_gpu += not objs and not _holds_gpu(record)
             add_record_events(result, objs, topic=TOPIC.name, source=SOURCE, raw=raw, origin=origin)
+        if without_gpu:
+            result.note(f"{without_gpu} job(s) hold no GPU: nothing to attribute")
         return result
     if is_node_document(doc):
         return parse_nodes(doc, cluster=cluster, origin=origin, observed_at=hint_time(hints))
@@ -113,8 +117,13 @@ def _reject_reported_errors(doc: dict[str, Any], result: ParseResult, origin: st
     errors = doc.get("errors")
     for error in errors if isinstance(errors, list) else []:
         message = error.get("description") or error.get("error") if isinstance(error, dict) else error
-        result.reject(topic=TOPIC.name, source=SOURCE, reason=f"slurm reported an error: {message}",
-                      raw=raw_text(error), origin=origin)
+        result.reject(
+            topic=TOPIC.name,
+            source=SOURCE,
+            reason=f"slurm reported an error: {message}",
+            raw=raw_text(error),
+            origin=origin,
+        )
 
 
 def _read_records(jobs: list[Any], result: ParseResult, origin: str | None) -> list[tuple[JobRecord, str]]:
@@ -148,8 +157,13 @@ def _with_attempts(records: list[tuple[JobRecord, str]]) -> Iterable[tuple[JobRe
             yield record, raw, attempt
 
 
-def job_events(record: JobRecord, attempt: int, *, cluster: str, default_kind: str | None = None
-               ) -> list[dict[str, Any]]:
+def _holds_gpu(record: JobRecord) -> bool:
+    return bool(record.req_gpus or record.alloc_gpus or _placements(record))
+
+
+def job_events(
+    record: JobRecord, attempt: int, *, cluster: str, default_kind: str | None = None
+) -> list[dict[str, Any]]:
     """The envelopes (unvalidated dicts) of one job record's attempt."""
     placements = _placements(record)
     requested = record.req_gpus or record.alloc_gpus or sum(count for _, count, _, _ in placements)
@@ -159,8 +173,11 @@ def job_events(record: JobRecord, attempt: int, *, cluster: str, default_kind: s
     base = _base_data(record, attempt, float(requested), default_kind)
     objs: list[dict[str, Any]] = []
     if record.submit is not None:
-        objs.append(_envelope("allocation.pending", cluster, record.submit,
-                              {**base, "state": "pending", "scheduler_state": "PENDING"}))
+        objs.append(
+            _envelope(
+                "allocation.pending", cluster, record.submit, {**base, "state": "pending", "scheduler_state": "PENDING"}
+            )
+        )
     elif state.phase == "pending":
         raise ValueError("pending job without a submit time")
     if state.phase == "pending":
@@ -172,10 +189,21 @@ def job_events(record: JobRecord, attempt: int, *, cluster: str, default_kind: s
     if state.phase == "ended" and record.end is None:
         raise ValueError(f"{state.scheduler_state} job without an end time")
     for node, count, gpu_type, indices in placements:
-        placed = {**base, "node": node, "start_time": record.start, "gpu_indices": indices,
-                  "gpus": [{"kind": "gpu", "count": count, "gpu_type": gpu_type}]}
-        objs.append(_envelope("allocation.running", cluster, record.start,
-                              {**placed, "state": "running", "scheduler_state": "RUNNING"}))
+        placed = {
+            **base,
+            "node": node,
+            "start_time": record.start,
+            "gpu_indices": indices,
+            "gpus": [{"kind": "gpu", "count": count, "gpu_type": gpu_type}],
+        }
+        objs.append(
+            _envelope(
+                "allocation.running",
+                cluster,
+                record.start,
+                {**placed, "state": "running", "scheduler_state": "RUNNING"},
+            )
+        )
         if state.phase == "ended":
             assert record.end is not None
             objs.append(_envelope("allocation.ended", cluster, record.end, _ended(placed, record, state)))
@@ -183,21 +211,38 @@ def job_events(record: JobRecord, attempt: int, *, cluster: str, default_kind: s
 
 
 def _ended(placed: dict[str, Any], record: JobRecord, state: Classified) -> dict[str, Any]:
-    return {**placed, "state": "ended", "end_time": record.end, "outcome": state.outcome,
-            "failure_reason": state.failure_reason, "exit_code": record.exit_code, "signal": record.signal,
-            "scheduler_state": state.scheduler_state}
+    return {
+        **placed,
+        "state": "ended",
+        "end_time": record.end,
+        "outcome": state.outcome,
+        "failure_reason": state.failure_reason,
+        "exit_code": record.exit_code,
+        "signal": record.signal,
+        "scheduler_state": state.scheduler_state,
+    }
 
 
 def _base_data(record: JobRecord, attempt: int, requested: float, default_kind: str | None) -> dict[str, Any]:
     kind = (f.comment_token(record.comment, "kind") or "").lower()
     owner = {
-        "account": record.account, "user": record.user, "queue": record.partition,
-        "comment": record.comment, "wckey": record.wckey,
+        "account": record.account,
+        "user": record.user,
+        "queue": record.partition,
+        "comment": record.comment,
+        "wckey": record.wckey,
         "workload_kind": kind if kind in f.WORKLOAD_KINDS else default_kind or "batch",
     }
-    data: dict[str, Any] = {"scheduler": "slurm", "job_id": record.job_id, "logical_job": record.job_id,
-            "job_name": record.name, "attempt": attempt, "submit_time": record.submit,
-            "requested_gpus": requested, "owner": owner}
+    data: dict[str, Any] = {
+        "scheduler": "slurm",
+        "job_id": record.job_id,
+        "logical_job": record.job_id,
+        "job_name": record.name,
+        "attempt": attempt,
+        "submit_time": record.submit,
+        "requested_gpus": requested,
+        "owner": owner,
+    }
     if record.unique_id != record.job_id and "[" not in record.job_id:  # an array task: its SLURM_JOB_ID
         data["aliases"] = [record.unique_id]
     return data
@@ -212,8 +257,7 @@ def _placements(record: JobRecord) -> list[tuple[str, int, str | None, list[int]
         total = record.alloc_gpus or record.req_gpus
         share, extra = divmod(total, len(nodes)) if nodes else (0, 0)
         per = [(share + (i < extra), record.gpu_type, []) for i in range(len(nodes))]
-    return [(node, count, gpu_type, idx) for node, (count, gpu_type, idx) in zip(nodes, per, strict=True)
-            if count > 0]
+    return [(node, count, gpu_type, idx) for node, (count, gpu_type, idx) in zip(nodes, per, strict=True) if count > 0]
 
 
 def _envelope(event_type: str, cluster: str, time: datetime, data: dict[str, Any]) -> dict[str, Any]:

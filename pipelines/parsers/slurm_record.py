@@ -45,8 +45,19 @@ TERMINAL: dict[str, tuple[str, str | None]] = {
     "DEADLINE": ("failure", "timeout"),
     "CANCELLED": ("failure", "cancelled"),
 }
-ACTIVE = frozenset({"RUNNING", "SUSPENDED", "COMPLETING", "CONFIGURING", "SIGNALING", "STAGE_OUT",
-                    "RESIZING", "STOPPED", "POWER_UP_NODE"})
+ACTIVE = frozenset(
+    {
+        "RUNNING",
+        "SUSPENDED",
+        "COMPLETING",
+        "CONFIGURING",
+        "SIGNALING",
+        "STAGE_OUT",
+        "RESIZING",
+        "STOPPED",
+        "POWER_UP_NODE",
+    }
+)
 WAITING = frozenset({"PENDING", "REQUEUE_HOLD", "REQUEUE_FED", "SPECIAL_EXIT", "RESV_DEL_HOLD", "REVOKED"})
 
 
@@ -85,7 +96,11 @@ class JobRecord:
 
 
 def job_identity(job: dict[str, Any]) -> tuple[str, int]:
-    """``(job_id, restart_cnt)``: array tasks as ``<array job>_<task>``, pending arrays ``_[1-9]``."""
+    """``(job_id, restart_cnt)``: array tasks as ``<array job>_<task>``, pending arrays ``_[1-9]``.
+
+    A pending remainder of exactly one task (``array_task_string`` ``2``, ``[2]`` or ``2%1`` with a
+    throttle) is that task: ``<array job>_2``, the id it has once it starts (the last task of an array
+    runs in the array's own record, so its SLURM_JOB_ID stays the record's ``job_id``)."""
     array = as_dict(job.get("array"))
     base = f.integer(job.get("job_id"))
     if base is None:
@@ -96,7 +111,8 @@ def job_identity(job: dict[str, Any]) -> tuple[str, int]:
     if array_job and task is not None:
         job_id = f"{array_job}_{task}"
     elif array_job and task_range:
-        job_id = f"{array_job}_[{task_range}]"
+        remainder = task_range.split("%", 1)[0].strip("[]")
+        job_id = f"{array_job}_{remainder}" if remainder.isdecimal() else f"{array_job}_[{remainder}]"
     else:
         job_id = str(base)
     restarts = f.integer(job.get("restart_cnt")) or 0
@@ -123,16 +139,27 @@ def read_record(job: dict[str, Any]) -> JobRecord:
     exit_code, signal = f.exit_info(job.get("exit_code"))
     association = as_dict(job.get("association"))
     return JobRecord(
-        job_id=job_id, restart_cnt=restarts, unique_id=unique_id, name=f.text(job.get("name")),
+        job_id=job_id,
+        restart_cnt=restarts,
+        unique_id=unique_id,
+        name=f.text(job.get("name")),
         account=f.text(job.get("account")) or f.text(association.get("account")),
         user=f.text(job.get("user", job.get("user_name"))) or f.text(association.get("user")),
-        partition=f.text(job.get("partition")), comment=f.comment(job.get("comment")),
-        wckey=f.wckey(job.get("wckey")), states=states, reason=reason,
+        partition=f.text(job.get("partition")),
+        comment=f.comment(job.get("comment")),
+        wckey=f.wckey(job.get("wckey")),
+        states=states,
+        reason=reason,
         submit=f.epoch(times.get("submission", times.get("submit", job.get("submit_time")))),
         start=f.epoch(times.get("start", job.get("start_time"))),
         end=f.epoch(times.get("end", job.get("end_time"))),
-        nodes=_nodes(job), alloc_gpus=alloc, req_gpus=req, gpu_type=alloc_type or req_type,
-        gres=f.gres_detail(job.get("gres_detail")), exit_code=exit_code, signal=signal,
+        nodes=_nodes(job),
+        alloc_gpus=alloc,
+        req_gpus=req,
+        gpu_type=alloc_type or req_type,
+        gres=f.gres_detail(job.get("gres_detail")),
+        exit_code=exit_code,
+        signal=signal,
         from_squeue=not isinstance(state_obj, dict),
     )
 

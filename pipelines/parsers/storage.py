@@ -61,16 +61,13 @@ class _Metric:
     job_key: str | None = None
 
 
-def _pair(read: str, write: str, fs_type: str, keys: tuple[str, ...],
-          job: str | None = None) -> dict[str, _Metric]:
-    return {read: _Metric(fs_type, "read", write, keys, job),
-            write: _Metric(fs_type, "write", read, keys, job)}
+def _pair(read: str, write: str, fs_type: str, keys: tuple[str, ...], job: str | None = None) -> dict[str, _Metric]:
+    return {read: _Metric(fs_type, "read", write, keys, job), write: _Metric(fs_type, "write", read, keys, job)}
 
 
 METRICS: dict[str, _Metric] = {
     **_pair("node_disk_read_bytes_total", "node_disk_written_bytes_total", "disk", ("device",)),
-    **_pair("node_mountstats_nfs_read_bytes_total", "node_mountstats_nfs_write_bytes_total", "nfs",
-            ("export",)),
+    **_pair("node_mountstats_nfs_read_bytes_total", "node_mountstats_nfs_write_bytes_total", "nfs", ("export",)),
     **_pair("lustre_read_bytes_total", "lustre_write_bytes_total", "lustre", ("target",)),
     **_pair("lustre_job_read_bytes_total", "lustre_job_write_bytes_total", "lustre", ("target",), "jobid"),
     **_pair("gpfs_perf_read_bytes_total", "gpfs_perf_write_bytes_total", "gpfs", _GPFS_DEVICE),
@@ -79,6 +76,8 @@ METRICS: dict[str, _Metric] = {
 }
 _HOST_KEYS = ("Hostname", "hostname", "nodename")
 _OURS = re.compile(r"^[ \t]*(?:#[ \t]*(?:TYPE|HELP)[ \t]+)?(" + "|".join(METRICS) + r")[{ \t]", re.M)
+_GIVE_NODE = "give the node with `gpuledger ingest storage --node <name>`"
+_GIVE_TIME = "give the scrape time with `gpuledger ingest storage --time <RFC 3339>`"
 _MOUNT = re.compile(r"^device (\S+) mounted on (\S+) with fstype (\S+)", re.M)
 
 
@@ -96,24 +95,24 @@ def parse(data: bytes | str, *, cluster: str, origin: str | None = None, **hints
     return parse_exposition(text, cluster=cluster, scrape_time=when, node=node, origin=origin)
 
 
-def parse_exposition(text: bytes | str, *, cluster: str, scrape_time: object = None, node: str | None = None,
-                     origin: str | None = None) -> ParseResult:
+def parse_exposition(
+    text: bytes | str, *, cluster: str, scrape_time: object = None, node: str | None = None, origin: str | None = None
+) -> ParseResult:
     text = prom.as_text(text)
     if not _OURS.search(text):
         raise NotThisFormat("no node_disk/mountstats/lustre/gpfs byte counters in the text")
     reading = prom.read_exposition(text, wanted=METRICS)
-    return _build(reading, cluster=cluster, default_time=prom.time_hint(scrape_time), node=node,
-                  origin=origin)
+    return _build(reading, cluster=cluster, default_time=prom.time_hint(scrape_time), node=node, origin=origin)
 
 
-def parse_query_range(answer: object, *, cluster: str, origin: str | None = None,
-                      node: str | None = None) -> ParseResult:
+def parse_query_range(
+    answer: object, *, cluster: str, origin: str | None = None, node: str | None = None
+) -> ParseResult:
     reading = prom.read_api_answer(answer)
     ours = [s for s in reading.samples if s.name in METRICS]
     if reading.samples and not ours:
         raise NotThisFormat("Prometheus answer holds no storage byte counters")
-    return _build(prom.Reading(ours, reading.bad), cluster=cluster, default_time=None, node=node,
-                  origin=origin)
+    return _build(prom.Reading(ours, reading.bad), cluster=cluster, default_time=None, node=node, origin=origin)
 
 
 @dataclass
@@ -121,8 +120,9 @@ class _Node:
     halves: dict[tuple[str, str, str | None], dict[str, tuple[float, str]]] = field(default_factory=dict)
 
 
-def _build(reading: prom.Reading, *, cluster: str, default_time: datetime | None, node: str | None,
-           origin: str | None) -> ParseResult:
+def _build(
+    reading: prom.Reading, *, cluster: str, default_time: datetime | None, node: str | None, origin: str | None
+) -> ParseResult:
     result = ParseResult()
     for raw, why in reading.bad:
         result.reject(topic=TOPIC, source=SOURCE, reason=why, raw=raw, origin=origin)
@@ -131,8 +131,7 @@ def _build(reading: prom.Reading, *, cluster: str, default_time: datetime | None
     for sample in reading.samples:
         reason = _place(sample, groups, default_time, node)
         if reason:
-            result.reject(topic=TOPIC, source=SOURCE, reason=f"{sample.name}: {reason}", raw=sample.raw,
-                          origin=origin)
+            result.reject(topic=TOPIC, source=SOURCE, reason=f"{sample.name}: {reason}", raw=sample.raw, origin=origin)
     for (host, time), group in sorted(groups.items()):
         samples, raws = [], []
         for (fs_type, device, job), halves in sorted(group.halves.items(), key=lambda kv: _order(kv[0])):
@@ -144,20 +143,22 @@ def _build(reading: prom.Reading, *, cluster: str, default_time: datetime | None
             samples.append(row)
             raws.append(raw)
         if samples:
-            result.add(_event(cluster, host, time, samples), topic=TOPIC, source=SOURCE, raw="\n".join(raws),
-                       origin=origin)
+            result.add(
+                _event(cluster, host, time, samples), topic=TOPIC, source=SOURCE, raw="\n".join(raws), origin=origin
+            )
     return result
 
 
-def _place(sample: prom.Sample, groups: dict[tuple[str, datetime], _Node], default_time: datetime | None,
-           node_hint: str | None) -> str | None:
+def _place(
+    sample: prom.Sample, groups: dict[tuple[str, datetime], _Node], default_time: datetime | None, node_hint: str | None
+) -> str | None:
     metric = METRICS[sample.name]
     time = sample.time or default_time
     if time is None:
-        return "sample without timestamp and no scrape_time given"
+        return f"sample without a timestamp: {_GIVE_TIME}"
     host = prom.host_of(sample.labels, _HOST_KEYS) or node_hint
     if not host:
-        return "no hostname/nodename/instance label and no node hint"
+        return f"no Hostname/hostname/nodename/instance label: {_GIVE_NODE}"
     device = next((sample.labels[k] for k in metric.device_keys if sample.labels.get(k)), None)
     if device is None:
         return f"series without a {'/'.join(metric.device_keys)} label"
@@ -174,8 +175,9 @@ def _place(sample: prom.Sample, groups: dict[tuple[str, datetime], _Node], defau
     return None
 
 
-def _row(fs_type: str, device: str, job: str | None, halves: dict[str, tuple[float, str]],
-         names: set[str]) -> tuple[dict[str, Any] | None, str]:
+def _row(
+    fs_type: str, device: str, job: str | None, halves: dict[str, tuple[float, str]], names: set[str]
+) -> tuple[dict[str, Any] | None, str]:
     values: dict[str, float] = {}
     for name, (value, _) in halves.items():
         values[METRICS[name].direction] = value
@@ -184,8 +186,12 @@ def _row(fs_type: str, device: str, job: str | None, halves: dict[str, tuple[flo
         missing = METRICS[present].counterpart
         if missing in names:
             return None, f"{present} without its {missing} for {fs_type} device {device!r}"
-    row: dict[str, Any] = {"fs_type": fs_type, "device": device, "read_bytes": values.get("read", 0.0),
-                           "write_bytes": values.get("write", 0.0)}
+    row: dict[str, Any] = {
+        "fs_type": fs_type,
+        "device": device,
+        "read_bytes": values.get("read", 0.0),
+        "write_bytes": values.get("write", 0.0),
+    }
     if job is not None:
         row["job_id"] = job
     return row, ""
@@ -197,16 +203,21 @@ def _order(key: tuple[str, str, str | None]) -> tuple[str, str, str]:
 
 def _event(cluster: str, node: str, time: datetime, samples: list[dict[str, Any]]) -> dict[str, Any]:
     return {
-        "id": event_id("storage.counters", cluster, node, time), "source": SOURCE, "type": "storage.counters",
-        "time": time, "cluster": cluster, "data": {"node": node, "samples": samples},
+        "id": event_id("storage.counters", cluster, node, time),
+        "source": SOURCE,
+        "type": "storage.counters",
+        "time": time,
+        "cluster": cluster,
+        "data": {"node": node, "samples": samples},
     }
 
 
 # ------------------------------------------------------------------------------------------
 # /proc/self/mountstats
 # ------------------------------------------------------------------------------------------
-def parse_mountstats(text: bytes | str, *, cluster: str, node: str | None, time: object,
-                     origin: str | None = None) -> ParseResult:
+def parse_mountstats(
+    text: bytes | str, *, cluster: str, node: str | None, time: object, origin: str | None = None
+) -> ParseResult:
     """Raw ``/proc/self/mountstats``: it names no host and no time, so ``node`` and ``time`` are
     required (without them the whole input is one dead letter)."""
     text = prom.as_text(text)
@@ -215,26 +226,32 @@ def parse_mountstats(text: bytes | str, *, cluster: str, node: str | None, time:
     result = ParseResult()
     when = prom.time_hint(time)
     if not node or when is None:
-        result.reject(topic=TOPIC, source=SOURCE, raw=text, origin=origin,
-                      reason="mountstats names no host or time: pass node= and time=")
+        missing = [give for given, give in ((node, _GIVE_NODE), (when, _GIVE_TIME)) if not given]
+        result.reject(
+            topic=TOPIC,
+            source=SOURCE,
+            raw=text,
+            origin=origin,
+            reason=f"mountstats names no host and no time: {'; '.join(missing)}",
+        )
         return result
     totals: dict[str, list[float]] = {}
     raws: list[str] = []
     for export, block in _nfs_blocks(text):
         counters, reason = _bytes_line(block)
         if counters is None:
-            result.reject(topic=TOPIC, source=SOURCE, reason=f"NFS mount {export}: {reason}", raw=block,
-                          origin=origin)
+            result.reject(topic=TOPIC, source=SOURCE, reason=f"NFS mount {export}: {reason}", raw=block, origin=origin)
             continue
         total = totals.setdefault(export, [0.0, 0.0])
         total[0] += counters[0] + counters[2]  # normal + direct read bytes
         total[1] += counters[1] + counters[3]  # normal + direct write bytes
         raws.append(block)
-    samples = [{"fs_type": "nfs", "device": export, "read_bytes": r, "write_bytes": w}
-               for export, (r, w) in sorted(totals.items())]
+    samples = [
+        {"fs_type": "nfs", "device": export, "read_bytes": r, "write_bytes": w}
+        for export, (r, w) in sorted(totals.items())
+    ]
     if samples:
-        result.add(_event(cluster, node, when, samples), topic=TOPIC, source=SOURCE, raw="\n".join(raws),
-                   origin=origin)
+        result.add(_event(cluster, node, when, samples), topic=TOPIC, source=SOURCE, raw="\n".join(raws), origin=origin)
     return result
 
 
@@ -245,7 +262,7 @@ def _nfs_blocks(text: str) -> list[tuple[str, str]]:
     for i, m in enumerate(starts):
         if m.group(3) in ("nfs", "nfs4"):
             end = starts[i + 1].start() if i + 1 < len(starts) else len(text)
-            blocks.append((m.group(1), text[m.start():end].rstrip("\n")))
+            blocks.append((m.group(1), text[m.start() : end].rstrip("\n")))
     return blocks
 
 

@@ -38,16 +38,23 @@ def by_slot(event: GpuMetricsEvent) -> dict[str, GpuSample]:
     ("name", "node", "times", "gpus_per_event", "interval", "dead"),
     [
         ("exporter_3x_hostname.prom", "gpu-h100-01", [SCRAPE], 2, None, 0),
-        ("exporter_4x_timestamps.prom", "gpu-h200-07",
-         [SCRAPE, datetime(2025, 11, 2, 10, 0, 30, tzinfo=UTC)], 2, 30.0, 0),
+        (
+            "exporter_4x_timestamps.prom",
+            "gpu-h200-07",
+            [SCRAPE, datetime(2025, 11, 2, 10, 0, 30, tzinfo=UTC)],
+            2,
+            30.0,
+            0,
+        ),
         ("mig_node.prom", "gpu-mig-01", [SCRAPE], 6, None, 0),  # 1 parent + 4 instances + 1 whole GPU
         ("k8s_mapped.prom", "gpu-h100-02", [SCRAPE], 4, None, 0),
         ("slurm_mapped.prom", "node0042", [SCRAPE], 4, None, 0),
         ("blanks_and_bad.prom", "gpu-h100-03", [SCRAPE], 2, None, 4),
     ],
 )
-def test_fixture_shapes(name: str, node: str, times: list[datetime], gpus_per_event: int,
-                        interval: float | None, dead: int) -> None:
+def test_fixture_shapes(
+    name: str, node: str, times: list[datetime], gpus_per_event: int, interval: float | None, dead: int
+) -> None:
     events, reasons = run(name)
     assert [e.time for e in events] == times
     assert {e.data.node for e in events} == {node}
@@ -111,8 +118,7 @@ def test_mig_instances_and_parent() -> None:
         (3, None, None, None),
     ],
 )
-def test_kubernetes_mapping(index: int, namespace: str | None, pod: str | None,
-                            container: str | None) -> None:
+def test_kubernetes_mapping(index: int, namespace: str | None, pod: str | None, container: str | None) -> None:
     (event,), _ = run("k8s_mapped.prom")
     gpu = next(g for g in event.data.gpus if g.index == index)
     assert (gpu.namespace, gpu.pod, gpu.container) == (namespace, pod, container)
@@ -135,7 +141,11 @@ def test_blanks_are_missing_and_bad_values_are_dead_letters() -> None:
     assert g0.sm_active == pytest.approx(0.5) and g0.fb_free_mib == 81559
     assert g1.power_w is None and g1.xid is None and g1.gpu_util == pytest.approx(0.5)
     assert sorted(r.split(":")[0] for r in reasons) == [
-        "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "line 54"]
+        "DCGM_FI_DEV_GPU_TEMP",
+        "DCGM_FI_DEV_POWER_USAGE",
+        "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+        "line 54",
+    ]
     assert any("without UUID" in r for r in reasons)
     assert any("1.7" in r for r in reasons) and any("negative" in r for r in reasons)
     assert all(r and "\n" not in r for r in reasons)
@@ -187,8 +197,10 @@ def test_vector_answer_and_bare_result_list() -> None:
     [
         {"status": "error", "errorType": "bad_data", "error": "parse error"},
         {"status": "success", "data": {"resultType": "scalar", "result": [1, "1"]}},
-        {"status": "success", "data": {"resultType": "vector", "result": [
-            _series("node_disk_read_bytes_total", {"device": "sda"}, "1")]}},
+        {
+            "status": "success",
+            "data": {"resultType": "vector", "result": [_series("node_disk_read_bytes_total", {"device": "sda"}, "1")]},
+        },
         [{"not": "a series"}],
         "just text",
         "",
@@ -230,24 +242,23 @@ def test_node_resolution(labels: dict[str, str], hint: str | None, node: str | N
     assert len(result.dead_letters) == (0 if node else 1)
 
 
-TARGET = {"namespace": "gpu-operator", "pod": "nvidia-dcgm-exporter-x7k2p",
-          "container": "nvidia-dcgm-exporter"}
+TARGET = {"namespace": "gpu-operator", "pod": "nvidia-dcgm-exporter-x7k2p", "container": "nvidia-dcgm-exporter"}
 
 
 @pytest.mark.parametrize(
     ("labels", "expected"),
     [
-        ({"pod_namespace": "ns-old", "pod_name": "p-old", "container_name": "c-old"},
-         ("ns-old", "p-old", "c-old")),
+        ({"pod_namespace": "ns-old", "pod_name": "p-old", "container_name": "c-old"}, ("ns-old", "p-old", "c-old")),
         ({"namespace": "", "pod": "", "container": ""}, (None, None, None)),
-        ({"exported_namespace": "team-a", "exported_pod": "train-0", "exported_container": "main", **TARGET},
-         ("team-a", "train-0", "main")),
+        (
+            {"exported_namespace": "team-a", "exported_pod": "train-0", "exported_container": "main", **TARGET},
+            ("team-a", "train-0", "main"),
+        ),
         (TARGET, (None, None, None)),  # no workload: Prometheus attached the scrape target's own labels
     ],
 )
 def test_kubernetes_label_variants(labels: dict[str, str], expected: tuple[str | None, ...]) -> None:
-    (event,) = dcgm.parse_query_range([_series("DCGM_FI_DEV_GPU_TEMP", {**BASE, **labels}, "40")],
-                                      cluster="c1").events
+    (event,) = dcgm.parse_query_range([_series("DCGM_FI_DEV_GPU_TEMP", {**BASE, **labels}, "40")], cluster="c1").events
     (gpu,) = event.data.gpus
     assert (gpu.namespace, gpu.pod, gpu.container) == expected
 
@@ -285,15 +296,26 @@ def test_bad_mig_labels_are_dead_letters(labels: dict[str, str], reason: str) ->
 @pytest.mark.parametrize(
     ("kind", "value", "expected", "bad"),
     [
-        ("ratio", 0.0, 0.0, False), ("ratio", 1.0, 1.0, False), ("ratio", 1.7, None, True),
-        ("ratio", -0.2, None, True), ("ratio", float("nan"), None, False),
+        ("ratio", 0.0, 0.0, False),
+        ("ratio", 1.0, 1.0, False),
+        ("ratio", 1.7, None, True),
+        ("ratio", -0.2, None, True),
+        ("ratio", float("nan"), None, False),
         ("ratio", float("inf"), None, True),
-        ("percent", 100.0, 1.0, False), ("percent", 37.0, 0.37, False), ("percent", 101.0, None, True),
-        ("nonneg", -5.0, None, True), ("nonneg", 140737488355328.0, None, False),
-        ("nonneg", 2147483632.0, None, False), ("counter", 2147483632.0, 2147483632.0, False),
-        ("counter", 9223372036854775792.0, None, False), ("counter", 140737488355329.0, None, False),
-        ("temp", 250.0, None, True), ("temp", -10.0, -10.0, False),
-        ("xid", 79.0, 79, False), ("xid", 79.5, None, True), ("xid", 9223372036854775794.0, None, False),
+        ("percent", 100.0, 1.0, False),
+        ("percent", 37.0, 0.37, False),
+        ("percent", 101.0, None, True),
+        ("nonneg", -5.0, None, True),
+        ("nonneg", 140737488355328.0, None, False),
+        ("nonneg", 2147483632.0, None, False),
+        ("counter", 2147483632.0, 2147483632.0, False),
+        ("counter", 9223372036854775792.0, None, False),
+        ("counter", 140737488355329.0, None, False),
+        ("temp", 250.0, None, True),
+        ("temp", -10.0, -10.0, False),
+        ("xid", 79.0, 79, False),
+        ("xid", 79.5, None, True),
+        ("xid", 9223372036854775794.0, None, False),
     ],
 )
 def test_convert(kind: str, value: float, expected: float | None, bad: bool) -> None:
@@ -305,15 +327,13 @@ def test_convert(kind: str, value: float, expected: float | None, bad: bool) -> 
 @pytest.mark.parametrize(
     ("line", "name", "labels", "value", "ms"),
     [
-        ('m{a="x\\"y",b="c\\\\d",e="f\\ng"} 1.5e3', "m", {"a": 'x"y', "b": "c\\d", "e": "f\ng"},
-         1500.0, None),
+        ('m{a="x\\"y",b="c\\\\d",e="f\\ng"} 1.5e3', "m", {"a": 'x"y', "b": "c\\d", "e": "f\ng"}, 1500.0, None),
         ('m{a="1",} +Inf 1762077600000', "m", {"a": "1"}, float("inf"), 1762077600000),
         ("m_total 42", "m_total", {}, 42.0, None),
         ('m{a="},{"} -3 -1000', "m", {"a": "},{"}, -3.0, -1000),
     ],
 )
-def test_exposition_line_reader(line: str, name: str, labels: dict[str, str], value: float,
-                                ms: int | None) -> None:
+def test_exposition_line_reader(line: str, name: str, labels: dict[str, str], value: float, ms: int | None) -> None:
     sample, reason = prom.parse_line(line)
     assert sample is not None, reason
     assert (sample.name, sample.labels, sample.value) == (name, labels, value)
@@ -322,9 +342,99 @@ def test_exposition_line_reader(line: str, name: str, labels: dict[str, str], va
 
 @pytest.mark.parametrize(
     "line",
-    ['m{a="1"}', 'm{a=1} 2', 'm{a="1",a="2"} 3', "m 1 2 3", "m one", '{a="1"} 1', 'm{a="1" b="2"} 1',
-     "m 1 99999999999999999"],
+    [
+        'm{a="1"}',
+        "m{a=1} 2",
+        'm{a="1",a="2"} 3',
+        "m 1 2 3",
+        "m one",
+        '{a="1"} 1',
+        'm{a="1" b="2"} 1',
+        "m 1 99999999999999999",
+    ],
 )
 def test_exposition_line_reader_rejects(line: str) -> None:
     sample, reason = prom.parse_line(line)
     assert sample is None and reason
+
+
+# ------------------------------------------------------------------ public files (tests/unit/realworld.py)
+def realworld_text(name: str) -> str:
+    from tests.unit.realworld import realworld_file
+
+    return realworld_file(name).read_text()
+
+
+def test_hostname_that_is_the_exporter_pod_gives_way_to_the_node_hint() -> None:
+    text = realworld_text("dcgm_rtx2000_a30mig_lowercase_hostname_pr736.prom")
+    result = dcgm.parse(text, cluster="c1", time="2026-11-10T01:00:00Z", node="gpu-node-1")
+    assert result.dead_letters == []
+    (event,) = result.events
+    assert event.data.node == "gpu-node-1" and len(event.data.gpus) == 4
+
+
+def test_hostname_that_is_the_exporter_pod_without_a_better_name_is_a_dead_letter() -> None:
+    text = realworld_text("dcgm_rtx2000_a30mig_lowercase_hostname_pr736.prom")
+    result = dcgm.parse(text, cluster="c1", time="2026-11-10T01:00:00Z")
+    assert result.events == [] and result.dead_letters
+    assert all("dcgm-exporter-wwwjh" in d.reason and "--node" in d.reason for d in result.dead_letters)
+
+
+@pytest.mark.parametrize(
+    ("labels", "hint", "node"),
+    [
+        ({"hostname": "dcgm-exporter-wwwjh", "node": "gpu-7"}, "hint", "gpu-7"),
+        ({"Hostname": "nvidia-dcgm-exporter-x7k2p", "kubernetes_node": "gpu-8"}, None, "gpu-8"),
+        ({"Hostname": "exporter-1", "pod": "exporter-1", "node": "gpu-9"}, None, "gpu-9"),  # the target's own pod
+        ({"hostname": "dcgm-exporter-wwwjh", "instance": "10.1.2.3:9400"}, "gpu-10", "gpu-10"),
+        ({"hostname": "dcgm-exporter-wwwjh", "instance": "gpu-11:9400"}, None, "gpu-11"),
+        ({"hostname": "dcgm-exporter-wwwjh", "instance": "nvidia-dcgm-exporter.svc:9400"}, None, None),
+        ({"Hostname": "gpu-12", "node": "other"}, "hint", "gpu-12"),  # a real host name still wins
+    ],
+)
+def test_node_resolution_around_exporter_pods(labels: dict[str, str], hint: str | None, node: str | None) -> None:
+    series = [_series("DCGM_FI_DEV_GPU_TEMP", {"gpu": "0", "UUID": U0, **labels}, "40")]
+    result = dcgm.parse_query_range(series, cluster="c1", node=hint)
+    assert [e.data.node for e in result.events] == ([node] if node else [])
+    assert [("--node" in d.reason) for d in result.dead_letters] == ([] if node else [True])
+
+
+def test_series_without_any_host_name_the_node_flag() -> None:
+    result = dcgm.parse_query_range([_series("DCGM_FI_DEV_GPU_TEMP", {"gpu": "0", "UUID": U0}, "40")], cluster="c1")
+    assert [("--node" in d.reason) for d in result.dead_letters] == [True]
+
+
+def test_a_shared_device_repeated_per_holder_is_one_sample_that_keeps_every_holder() -> None:
+    dra = 'dra_claim_name="shared-gpu",dra_claim_namespace="team-a",dra_driver_name="gpu.nvidia.com"'
+    lines = []
+    for metric, value in (("DCGM_FI_DEV_GPU_UTIL", 40), ("DCGM_FI_DEV_GPU_TEMP", 41)):
+        for ns, pod in (("team-a", "infer-0"), ("team-b", "infer-1"), ("team-a", "infer-0")):
+            lines.append(
+                f'{metric}{{gpu="0",UUID="{U0}",Hostname="n1",namespace="{ns}",pod="{pod}",container="c",'
+                f"{dra}}} {value}"
+            )
+    result = dcgm.parse("\n".join(lines) + "\n", cluster="c1", time="2026-11-10T01:00:00Z")
+    assert result.dead_letters == []
+    (event,) = result.events
+    (gpu,) = event.data.gpus
+    assert gpu.gpu_util == pytest.approx(0.4) and gpu.temperature_c == 41
+    assert (gpu.namespace, gpu.pod) == ("team-a", "infer-0")
+    assert gpu.holders == ["team-a/infer-0", "team-b/infer-1"]
+
+
+def test_a_device_with_one_holder_lists_no_holders() -> None:
+    (event,) = dcgm.parse(realworld_text("dcgm_l40s_k8s_dcgm_issue226.prom"), cluster="c1", time=SCRAPE).events
+    assert all(g.holders == [] for g in event.data.gpus)
+
+
+def test_an_answer_without_any_metric_read_says_why() -> None:
+    result = dcgm.parse(realworld_text("dcgm_prom_vector_t4_rafay_pcie.json"), cluster="c1")
+    assert result.events == [] and result.dead_letters == []
+    assert len(result.notes) == 1 and "DCGM_FI_DEV_PCIE_REPLAY_COUNTER" in result.notes[0]
+
+
+def test_exposition_without_any_metric_read_says_why() -> None:
+    text = f'DCGM_FI_DEV_SM_CLOCK{{gpu="0",UUID="{U0}",Hostname="n1"}} 1410\n'
+    result = dcgm.parse(text, cluster="c1", time=SCRAPE)
+    assert result.events == [] and result.dead_letters == []
+    assert len(result.notes) == 1 and "DCGM_FI_DEV_SM_CLOCK" in result.notes[0]

@@ -25,6 +25,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from pipelines.events import mig_fraction
+from pipelines.parsers.kubernetes_dra import DraInventory, Held
 from pipelines.parsers.sched_events import parse_rfc3339
 
 GPU = "nvidia.com/gpu"
@@ -81,6 +82,7 @@ class PodView:
     gpus: list[dict[str, Any]]
     conditions: list[dict[str, Any]] = field(default_factory=list)
     latest_time: datetime | None = None  # the latest timestamp anywhere in the status
+    held: Held = field(default_factory=Held)  # through DRA ResourceClaims (claims, device ids, notes)
 
     @property
     def key(self) -> str:
@@ -91,11 +93,18 @@ class PodView:
         return sum(c.restart_count for c in self.containers)
 
 
-def read_pod(pod: dict[str, Any], *, replicas: int | None = None) -> PodView | None:
-    """The pod's values, or None when it requests no GPU. Raises ValueError on a malformed pod."""
+def read_pod(pod: dict[str, Any], *, replicas: int | None = None, dra: DraInventory | None = None
+             ) -> PodView | None:
+    """The pod's values, or None when it holds no GPU (by resources, or by a ResourceClaim ``dra``
+    resolves). Raises ValueError on a malformed pod or a claim that cannot be resolved."""
     meta, spec, status = _obj(pod, "metadata"), _obj(pod, "spec"), _obj(pod, "status")
     annotations = _str_map(meta.get("annotations"), "annotations")
     gpus, gpu_names = pod_gpus(spec, annotations, replicas)
+    held = Held()
+    if dra is not None and spec.get("resourceClaims"):
+        placed = bool(status.get("startTime")) and bool(spec.get("nodeName"))
+        held = dra.held(str(meta.get("namespace") or "default"), spec, status, placed=placed)
+        gpus, gpu_names = gpus + held.gpus, gpu_names | held.containers
     if not gpus:
         return None
     name, namespace = _required(meta, "name"), _required(meta, "namespace")
@@ -123,7 +132,7 @@ def read_pod(pod: dict[str, Any], *, replicas: int | None = None) -> PodView | N
         or labels.get("batch.kubernetes.io/job-completion-index"),
         priority_class=_opt_str(spec.get("priorityClassName")), containers=containers,
         gpus=gpus, conditions=[c for c in _list(status.get("conditions")) if isinstance(c, dict)],
-        latest_time=_latest_time(status),
+        latest_time=_latest_time(status), held=held,
     )
 
 

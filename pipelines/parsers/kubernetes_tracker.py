@@ -50,6 +50,7 @@ from pipelines import topics
 from pipelines.events import GpuRequest
 from pipelines.parsers import kubernetes_outcome as out
 from pipelines.parsers.base import ParseResult
+from pipelines.parsers.kubernetes_dra import DraInventory
 from pipelines.parsers.kubernetes_pod import DEVICES_ANNOTATION, PodView, read_pod
 from pipelines.parsers.sched_events import (
     RECORD_ERRORS,
@@ -97,6 +98,8 @@ class PodTracker:
         self._pods: dict[str, _PodState] = {}
         self._groups: OrderedDict[str, dict[str, int]] = OrderedDict()  # group -> member -> attempts used
         self._devices: dict[tuple[str, str, str], list[str]] = {}
+        self.dra = DraInventory()  # ResourceClaims and ResourceSlices: GPUs held through claims
+        self.without_gpu: set[str] = set()  # "<namespace>/<name>" of pods seen holding no GPU
         self._restored: dict[str, tuple[str | None, set[str]]] = {}  # key -> (uid, ids emitted before a restart)
 
     def export_state(self) -> dict[str, Any]:
@@ -128,12 +131,25 @@ class PodTracker:
         """Whether ``pod`` is placed (on ``node``, when given) and holds GPUs in a container the
         device map does not name: a device source asked before the pod was admitted."""
         try:
-            view = read_pod(pod, replicas=self.replicas) if isinstance(pod, dict) else None
+            view = self.read(pod) if isinstance(pod, dict) else None
         except RECORD_ERRORS:
             return False  # it will be a dead letter, with or without devices
         if view is None or view.start is None or view.node is None or node not in (None, view.node):
             return False
+        if len(view.gpus) == len(view.held.gpus):
+            return False  # only claims: the kubelet's device plugin list never names their devices
         return any((view.namespace, view.name, c.name) not in self._devices for c in view.containers)
+
+    def read(self, pod: dict[str, Any]) -> PodView | None:
+        """The pod as :func:`read_pod` reads it with this tracker's settings and claims."""
+        return read_pod(pod, replicas=self.replicas, dra=self.dra)
+
+    def no_gpu_note(self) -> str | None:
+        """What to say about the pods seen holding no GPU, if any."""
+        if not self.without_gpu:
+            return None
+        return (f"{len(self.without_gpu)} pod(s) hold no GPU (no nvidia.com/gpu or MIG resource, no GPU claim): "
+                "nothing to attribute for them")
 
     def feed(self, event: Any, *, observed_at: datetime | None = None, raw: str | None = None,
              origin: str | None = None) -> ParseResult:
@@ -168,10 +184,15 @@ class PodTracker:
         try:
             if not isinstance(pod, dict):
                 raise ValueError("pod is not an object")
-            view = read_pod(pod, replicas=self.replicas)
-            if view is None:
-                return result  # no GPU: nothing to attribute
+            view = self.read(pod)
+            if view is None:  # no GPU: nothing to attribute
+                meta = pod.get("metadata")
+                if isinstance(meta, dict):
+                    self.without_gpu.add(f"{meta.get('namespace') or 'default'}/{meta.get('name')}")
+                return result
             objs = self._step(view, deleted, observed_at)
+            for note in view.held.notes:
+                result.note(note)
         except RECORD_ERRORS as exc:
             result.reject(topic=TOPIC.name, source=SOURCE, reason=str(exc), raw=raw, origin=origin)
             return result
@@ -257,20 +278,22 @@ class PodTracker:
 
     def _base(self, view: PodView, state: _PodState) -> dict[str, Any]:
         requested = sum(_equivalents(g) for g in view.gpus)
-        base = {"scheduler": "kubernetes", "job_id": view.key, "logical_job": state.logical,
-                "job_name": state.job_name, "submit_time": view.created, "requested_gpus": requested,
-                "owner": out.owner(view, self.workload_kind)}
+        base: dict[str, Any] = {"scheduler": "kubernetes", "job_id": view.key, "logical_job": state.logical,
+                                "job_name": state.job_name, "submit_time": view.created, "requested_gpus": requested,
+                                "owner": out.owner(view, self.workload_kind)}
         if view.uid:
             base["uid"] = view.uid
+        if view.held.claims:
+            base["claims"] = list(view.held.claims)
         return base
 
     def _device_ids(self, view: PodView) -> list[str]:
         known = [device for c in view.containers
                  for device in self._devices.get((view.namespace, view.name, c.name), [])]
-        if known:
-            return known
-        annotation = view.annotations.get(DEVICES_ANNOTATION, "")
-        return [part.strip() for part in annotation.split(",") if part.strip()]
+        if not known:
+            annotation = view.annotations.get(DEVICES_ANNOTATION, "")
+            known = [part.strip() for part in annotation.split(",") if part.strip()]
+        return known + [device for device in view.held.device_ids if device not in known]
 
     def _envelope(self, event_type: str, time: datetime, data: dict[str, Any]) -> dict[str, Any]:
         return allocation_envelope(source=SOURCE, event_type=event_type, cluster=self.cluster, time=time,

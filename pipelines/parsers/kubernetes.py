@@ -73,8 +73,9 @@ def parse_files(inputs: list[tuple[bytes | str, str | None]], *, cluster: str, *
         with gc_paused(data):
             found = list(_json_values(decode_text(data, "Kubernetes JSON")))
         if not any(_shape(value) for value, _, _ in found):
-            raise NotThisFormat("not Kubernetes JSON: no pod list, Pod object, ResourceClaim, ResourceSlice "
-                                "or watch event found")
+            where = f"{origin}: " if origin and len(inputs) > 1 else ""
+            raise NotThisFormat(f"{where}not Kubernetes JSON: no pod list, Pod object, ResourceClaim, "
+                                "ResourceSlice or watch event found")
         values += [(value, raw, f"{origin}:{line}" if origin else None) for value, raw, line in found]
     return _parse(values, cluster=cluster, hints=hints)
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -286,3 +289,28 @@ def test_pods_without_gpus_are_counted_in_one_note() -> None:
     assert result.notes == [
         "2 pod(s) hold no GPU (no nvidia.com/gpu or MIG resource, no GPU claim): nothing to attribute for them"
     ]
+
+
+# --------------------------------------------------------------------------------- gpuledger ingest
+DRA = Path(__file__).resolve().parents[1] / "fixtures" / "kubernetes" / "dra"
+
+
+def ingest(*files: Path) -> dict[str, Any]:
+    args = [arg for f in files for arg in ("--file", str(f))]
+    done = subprocess.run([sys.executable, "-m", "pipelines.cli.main", "ingest", "kubernetes", *args, "--dry-run",
+                           "--format", "json"], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    summary: dict[str, Any] = json.loads(done.stdout)
+    return summary
+
+
+def test_ingest_reads_pods_claims_and_slices_given_as_several_files_or_a_directory() -> None:
+    files = [DRA / "pods.json", DRA / "resourceclaims.json", DRA / "resourceslices.json"]
+    for summary in (ingest(*files), ingest(DRA)):
+        assert (summary["events"], summary["dead_letters"], summary["notes"]) == (6, 0, [])
+        assert summary["by_type"] == {"allocation.pending": 3, "allocation.running": 3}
+
+
+def test_ingest_of_claims_alone_says_the_pods_are_needed() -> None:
+    summary = ingest(DRA / "resourceclaims.json")
+    assert summary["events"] == 0 and "kubectl get pods -A -o json" in summary["notes"][0]

@@ -282,6 +282,9 @@ def collect_kubernetes(
     workload_kind: Annotated[str | None, typer.Option(help="workload kind of pods without a kind label")] = None,
     nodes: Annotated[bool, typer.Option("--nodes/--no-nodes", help="also list nodes: NotReady, cordoned and "
                                         "their GPU counts (needs list on nodes)")] = True,
+    dra: Annotated[bool, typer.Option("--dra/--no-dra", help="also list ResourceClaims and ResourceSlices "
+                                      "(resource.k8s.io/v1) at every poll: GPUs pods hold through DRA claims "
+                                      "(needs list on them)")] = True,
     page_size: Annotated[int, typer.Option("--page-size", min=1, help="pods per list request (the API's "
                                            "limit; the rest follow by continue tokens)")] = 500,
     follow: FollowOpt = False,
@@ -290,7 +293,8 @@ def collect_kubernetes(
     cluster: ClusterOpt = None, once: OnceOpt = False, dry_run: DryRunOpt = False,
     max_failures: MaxFailuresOpt = 5, fmt: FormatOpt = SummaryFormat.table, state_file: StateFileOpt = None,
 ) -> None:
-    """Pod allocations (scheduler.allocations): list the pods, then with --follow watch them."""
+    """Pod allocations (scheduler.allocations): list the pods, then with --follow watch them (DRA claims and
+    slices are listed again at every poll)."""
     _check_kubernetes_devices(pod_resources, pod_resources_socket, node_name)
     api = k8s_collector.core_api(kubeconfig=kubeconfig, context=context, in_cluster=in_cluster)
     # one cursor per node: per-node collectors sharing a GPULEDGER_HOME must not share a state file
@@ -301,7 +305,7 @@ def collect_kubernetes(
             watch_timeout_s=max(1, round(interval)), page_size=page_size, replicas=replicas,
             workload_kind=workload_kind,
             pod_resources=pod_resources, pod_resources_socket=pod_resources_socket, node_name=node_name,
-            nodes=nodes, state_file=_state_path(state_file, name, cluster, follow and not dry_run),
+            nodes=nodes, dra=dra, state_file=_state_path(state_file, name, cluster, follow and not dry_run),
         )
     except ValueError as exc:
         raise UsageFailure(str(exc)) from None

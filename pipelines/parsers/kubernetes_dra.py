@@ -76,6 +76,9 @@ class DraInventory:
         self.claims: dict[str, dict[str, Any]] = {}  # "<namespace>/<name>" -> claim
         self.devices: dict[tuple[str, str, str], Device] = {}  # (driver, pool, device name)
         self._generations: dict[tuple[str, str], int] = {}
+        # what each pod held when last resolved: a pod's template claim is deleted with it, and
+        # its end still names the GPUs it held
+        self._last: dict[str, Held] = {}
 
     def __bool__(self) -> bool:
         return bool(self.claims or self.devices)
@@ -128,9 +131,26 @@ class DraInventory:
                 )
 
     # -------------------------------------------------------------------------------------------
-    def held(self, namespace: str, spec: dict[str, Any], status: dict[str, Any], *, placed: bool) -> Held:
+    def held(
+        self, namespace: str, spec: dict[str, Any], status: dict[str, Any], *, placed: bool, pod: str | None = None
+    ) -> Held:
         """The GPUs the pod holds through its claims (``placed``: it runs on a node, so every claim
-        must be allocated). Raises ValueError when a claim cannot be resolved."""
+        must be allocated). Raises ValueError when a claim cannot be resolved, unless this ``pod``
+        (its key) was resolved before: then what it held then."""
+        try:
+            held = self._resolve(namespace, spec, status, placed=placed)
+        except ValueError:
+            if pod is not None and pod in self._last:
+                return self._last[pod]
+            raise
+        if pod is not None and held.claims:
+            self._last[pod] = held
+        return held
+
+    def forget(self, pod: str) -> None:
+        self._last.pop(pod, None)
+
+    def _resolve(self, namespace: str, spec: dict[str, Any], status: dict[str, Any], *, placed: bool) -> Held:
         held = Held()
         users = _claim_users(spec)
         for pod_claim, key in pod_claim_keys(namespace, spec, status):

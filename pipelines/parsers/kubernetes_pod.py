@@ -103,7 +103,8 @@ def read_pod(pod: dict[str, Any], *, replicas: int | None = None, dra: DraInvent
     held = Held()
     if dra is not None and spec.get("resourceClaims"):
         placed = bool(status.get("startTime")) and bool(spec.get("nodeName"))
-        held = dra.held(str(meta.get("namespace") or "default"), spec, status, placed=placed)
+        where = str(meta.get("namespace") or "default")
+        held = dra.held(where, spec, status, placed=placed, pod=f"{where}/{meta.get('name')}/{meta.get('uid')}")
         gpus, gpu_names = gpus + held.gpus, gpu_names | held.containers
     if not gpus:
         return None

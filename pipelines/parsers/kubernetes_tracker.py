@@ -255,6 +255,7 @@ class PodTracker:
         state.ended = state.ended or ended
         if deleted:  # the group stays: a pod re-created under this name continues its attempts
             self._pods.pop(view.key, None)
+            self.dra.forget(f"{view.key}/{view.uid}")
 
     def _state_for(self, view: PodView) -> _PodState:
         state = self._pods.get(view.key)

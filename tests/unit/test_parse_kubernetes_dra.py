@@ -297,8 +297,13 @@ DRA = Path(__file__).resolve().parents[1] / "fixtures" / "kubernetes" / "dra"
 
 def ingest(*files: Path) -> dict[str, Any]:
     args = [arg for f in files for arg in ("--file", str(f))]
-    done = subprocess.run([sys.executable, "-m", "pipelines.cli.main", "ingest", "kubernetes", *args, "--dry-run",
-                           "--format", "json"], capture_output=True, text=True, timeout=120, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "pipelines.cli.main", "ingest", "kubernetes", *args, "--dry-run", "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     summary: dict[str, Any] = json.loads(done.stdout)
     return summary

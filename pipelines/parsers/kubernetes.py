@@ -33,7 +33,7 @@ any time on it).
 from __future__ import annotations
 
 import json
-from collections.abc import Container, Iterator
+from collections.abc import Container, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -64,7 +64,7 @@ def parse(data: bytes | str, *, cluster: str, origin: str | None = None, **hints
     return parse_files([(data, origin)], cluster=cluster, **hints)
 
 
-def parse_files(inputs: list[tuple[bytes | str, str | None]], *, cluster: str, **hints: Any) -> ParseResult:
+def parse_files(inputs: Sequence[tuple[bytes | str, str | None]], *, cluster: str, **hints: Any) -> ParseResult:
     """Parse several inputs ``(data, origin)`` as one: pods in one file, their ResourceClaims and
     ResourceSlices in others (``kubectl get pods|resourceclaims|resourceslices -o json``). Every
     input must be Kubernetes JSON; claims and slices are read before any pod."""

@@ -101,10 +101,11 @@ class ControlPlane:
 
     def status(self, namespace: str, name: str, phase: str, *, started: datetime, restarts: int = 0,
                running_since: datetime | None = None, terminated: dict[str, Any] | None = None,
-               last: dict[str, Any] | None = None) -> dict[str, Any]:
+               last: dict[str, Any] | None = None, claims: dict[str, str] | None = None) -> dict[str, Any]:
         """Write the pod's status as the kubelet would: ``started`` is status.startTime; the main
         container runs since ``running_since`` or ended as ``terminated``; ``last`` is its
-        previous run (``lastState.terminated``)."""
+        previous run (``lastState.terminated``); ``claims`` the ResourceClaims made for its
+        template claims (pod claim name -> ResourceClaim name), as the resourceclaim controller writes them."""
         pod = self.read(namespace, name)
         running = {"startedAt": rfc3339(running_since or started)}
         state = {"terminated": terminated} if terminated else {"running": running}
@@ -115,10 +116,70 @@ class ControlPlane:
                 "name": "main", "image": "registry.local/train:2.1", "imageID": "", "ready": not terminated,
                 "restartCount": restarts, "started": not terminated, "state": state,
                 "lastState": {"terminated": last} if last else {}}]}
+        if claims:
+            pod["status"]["resourceClaimStatuses"] = [{"name": ref, "resourceClaimName": claim}
+                                                      for ref, claim in claims.items()]
         return self._json(self.api.replace_namespaced_pod_status(name, namespace, pod, _preload_content=False))
 
     def delete(self, namespace: str, name: str) -> None:
         self.api.delete_namespaced_pod(name, namespace, grace_period_seconds=0, _preload_content=False)
+
+    # --- Dynamic Resource Allocation (resource.k8s.io/v1) ----------------------------------------
+    @property
+    def resources(self) -> Any:
+        return client.CustomObjectsApi(self.api.api_client)
+
+    def device_class(self, name: str, driver: str) -> None:
+        self.resources.create_cluster_custom_object("resource.k8s.io", "v1", "deviceclasses", {
+            "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": name},
+            "spec": {"selectors": [{"cel": {"expression": f"device.driver == '{driver}'"}}]}}, _preload_content=False)
+
+    def resource_slice(self, node: str, driver: str, uuids: dict[str, str]) -> None:
+        """What the driver's kubelet plugin publishes for its node: one pool named after the node,
+        devices ``name -> uuid``."""
+        self.resources.create_cluster_custom_object("resource.k8s.io", "v1", "resourceslices", {
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": f"{node}-{driver}"},
+            "spec": {"driver": driver, "nodeName": node, "pool": {"name": node, "generation": 1,
+                                                                  "resourceSliceCount": 1},
+                     "devices": [{"name": device, "attributes": {"type": {"string": "gpu"}, "uuid": {"string": uuid}}}
+                                 for device, uuid in uuids.items()]}}, _preload_content=False)
+
+    def claim(self, namespace: str, name: str, device_class: str) -> None:
+        self.resources.create_namespaced_custom_object("resource.k8s.io", "v1", namespace, "resourceclaims", {
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": name},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                "deviceClassName": device_class, "allocationMode": "ExactCount", "count": 1}}]}}},
+            _preload_content=False)
+
+    def allocate(self, namespace: str, name: str, *, driver: str, pool: str, device: str,
+                 pods: list[dict[str, Any]]) -> dict[str, Any]:
+        """Write the claim's status as the scheduler does: its device allocated, reserved for ``pods``."""
+        claim = self.read_claim(namespace, name)
+        claim["status"] = {
+            "allocation": {"devices": {"results": [{"request": "gpu", "driver": driver, "pool": pool,
+                                                    "device": device}]}},
+            "reservedFor": [{"resource": "pods", "name": p["metadata"]["name"], "uid": p["metadata"]["uid"]}
+                            for p in pods]}
+        return self._json(self.resources.replace_namespaced_custom_object_status(
+            "resource.k8s.io", "v1", namespace, "resourceclaims", name, claim, _preload_content=False))
+
+    def read_claim(self, namespace: str, name: str) -> dict[str, Any]:
+        return self._json(self.resources.get_namespaced_custom_object(
+            "resource.k8s.io", "v1", namespace, "resourceclaims", name, _preload_content=False))
+
+    def delete_claim(self, namespace: str, name: str) -> None:
+        self.resources.delete_namespaced_custom_object("resource.k8s.io", "v1", namespace, "resourceclaims", name,
+                                                       _preload_content=False)
+
+    def claim_pod(self, namespace: str, name: str, claims: dict[str, dict[str, str]]) -> dict[str, Any]:
+        """A pending pod whose container uses ``claims`` (pod claim name -> ``{"resourceClaimName": ..}``
+        or ``{"resourceClaimTemplateName": ..}``) and no device-plugin resource."""
+        body = {"metadata": {"name": name, "labels": {"team": "llm"}},
+                "spec": {"restartPolicy": "Never",
+                         "resourceClaims": [{"name": ref, **source} for ref, source in claims.items()],
+                         "containers": [{"name": "main", "image": "registry.local/train:2.1",
+                                         "resources": {"claims": [{"name": ref} for ref in claims]}}]}}
+        return self._json(self.api.create_namespaced_pod(namespace, body, _preload_content=False))
 
     # --- the collector's credentials -----------------------------------------------------------
     def chart_service_account(self, env: dict[str, str]) -> tuple[str, str]:

@@ -174,7 +174,7 @@ def test_claims_give_their_devices_to_the_pods_holding_them() -> None:
     assert (data.node, data.start_time, data.requested_gpus) == (NODE, datetime(2026, 3, 2, 8, 1, tzinfo=UTC), 1.0)
     assert data.gpus[0].gpu_type == "NVIDIA H100 80GB HBM3"
     pending = [e for e in result.events if e.type == "allocation.pending"]
-    assert len(pending) == 3 and all(e.data.claims for e in pending)  # type: ignore[union-attr]
+    assert len(pending) == 3 and all(e.data.claims for e in pending)
 
 
 def test_separate_files_are_read_together_in_any_order() -> None:
@@ -204,7 +204,7 @@ def test_claims_and_slices_alone_give_no_event_and_say_what_is_needed() -> None:
 
 def test_a_device_in_no_slice_is_a_dead_letter_naming_it() -> None:
     result = kubernetes.parse(as_list(resource_slice(gpu("gpu-0", "GPU-a")), *CLAIMS, *PODS), cluster="c1")
-    assert sorted(d.data.job_id for d in result.events if d.type == "allocation.running") == ["ml/a"]  # type: ignore
+    assert sorted(d.data.job_id for d in result.events if d.type == "allocation.running") == ["ml/a"]
     reasons = {d.reason for d in result.dead_letters}
     assert len(result.dead_letters) == 2 and len(reasons) == 1
     assert "gpu.nvidia.com/gpu-node-1/gpu-1 of ResourceClaim ml/shared is in no ResourceSlice" in reasons.pop()
@@ -254,7 +254,7 @@ def test_a_claim_of_another_driver_is_no_gpu() -> None:
 
 def test_a_pending_pod_asks_for_what_its_unallocated_claim_requests() -> None:
     result = kubernetes.parse(as_list(claim("later", None), pod("a", {"gpu": "later"}, running=False)), cluster="c1")
-    assert [(e.type, e.data.requested_gpus, e.data.claims) for e in result.events] == [  # type: ignore[union-attr]
+    assert [(e.type, e.data.requested_gpus, e.data.claims) for e in result.events] == [
         ("allocation.pending", 1.0, ["ml/later"])
     ]
 

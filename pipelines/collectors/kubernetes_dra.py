@@ -8,7 +8,8 @@ taken at a poll's start names the claims of the pods that poll sees; a pod whose
 resolve (allocated in between) makes the lister list once more in that poll before the pod is read.
 
 A list that fails (no RBAC for ``resource.k8s.io``, an API server without ``resource.k8s.io/v1``)
-is a warning; the inventory of the last successful list is kept, and a running pod whose claim is
+is a warning (once, until the reason changes or a list succeeds); the inventory of the last
+successful list is kept, and a running pod whose claim is
 unknown becomes a dead letter saying so, never a placement without its GPUs.
 """
 
@@ -51,6 +52,7 @@ class ClaimLister:
         self.node = node
         self.page_size = page_size
         self.retried = False  # listed again in this poll for a pod it did not resolve
+        self.failing: str | None = None  # why the last list failed (warned once until it changes)
 
     def refresh(self) -> list[str]:
         """List claims and slices into the tracker; the warnings (a failed list keeps the last one)."""
@@ -74,7 +76,12 @@ class ClaimLister:
             claims = self._all("resourceclaims", namespaced=True)
             slices = self._all("resourceslices", namespaced=False, field_selector=slices_selector)
         except _ListFailed as exc:
-            return [f"{exc} (DRA claims not refreshed)"]
+            warning, self.failing = (
+                None if str(exc) == self.failing else f"{exc} (DRA claims not refreshed)",
+                str(exc),
+            )
+            return [warning] if warning else []
+        self.failing = None
         return self.tracker.dra.replace(claims, slices)
 
     def _all(self, plural: str, *, namespaced: bool, **selector: str) -> list[dict[str, Any]]:

@@ -33,13 +33,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 GPU_DRIVER = "gpu.nvidia.com"
-GPU_CLASSES = frozenset({"gpu.nvidia.com"})  # DeviceClasses whose requests are whole GPUs
+GPU_CLASSES = ("gpu.nvidia.com",)  # DeviceClasses whose requests are whole GPUs
 CLAIM_KINDS = ("ResourceClaim",)  # tuples: a kind may be any JSON value
 SLICE_KINDS = ("ResourceSlice",)
 LIST_KINDS = ("ResourceClaimList", "ResourceSliceList")
 GI_ATTRIBUTES = ("gpuInstanceId", "gpuInstanceID", "gi")
 INPUT_HINT = (
-    "ingest `kubectl get resourceclaims -A -o json` and `kubectl get resourceslices -o json` together with the pods"
+    "claims and slices are read with the pods (`kubectl get resourceclaims -A -o json` and "
+    "`kubectl get resourceslices -o json`; `collect kubernetes` lists them, given list on resource.k8s.io)"
 )
 
 

@@ -124,3 +124,25 @@ def test_claims_are_listed_each_poll_again_for_an_unknown_claim_and_remembered_f
         ("allocation.ended", ["GPU-a"], ["ml/whole"])
     ]
     assert not server.script
+
+
+class Forbidden(ClusterClaims):
+    def list_cluster_custom_object(self, group: str, version: str, plural: str, **kwargs: Any) -> Any:
+        from kubernetes.client.exceptions import ApiException
+
+        self.calls.append((plural, kwargs.get("field_selector")))
+        raise ApiException(status=403, reason="Forbidden")
+
+
+def test_claims_it_may_not_list_are_one_warning_and_their_pods_dead_letters(
+    pods_api: tuple[FakeApiServer, Any],
+) -> None:
+    server, api = pods_api
+    watcher = PodWatcher(
+        api, cluster="c1", watch_timeout_s=5, clock=lambda: NOW.timestamp(), dra=True, dra_api=Forbidden([], [])
+    )
+    listed, watched = watcher.poll(), watcher.poll()
+    assert listed.warnings == ["listing resourceclaims failed: HTTP 403 Forbidden (DRA claims not refreshed)"]
+    assert watched.warnings == []  # said once
+    assert listed.result.events == [] and len(listed.result.dead_letters) == 3
+    assert "ResourceClaim ml/whole is not in the input" in listed.result.dead_letters[0].reason

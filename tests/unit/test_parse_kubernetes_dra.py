@@ -11,10 +11,13 @@ from typing import Any
 
 import orjson
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pipelines.events import AllocationEvent
 from pipelines.parsers import kubernetes
 from pipelines.parsers.base import ParseResult
+from tests.unit.test_parsers_fuzz_sched import FUZZ, _mutate, check
 
 REALWORLD = Path("/work/shared/realworld/k8s_pods_list_minikube_kuard.json")
 NODE = "gpu-node-1"
@@ -319,3 +322,11 @@ def test_ingest_reads_pods_claims_and_slices_given_as_several_files_or_a_directo
 def test_ingest_of_claims_alone_says_the_pods_are_needed() -> None:
     summary = ingest(DRA / "resourceclaims.json")
     assert summary["events"] == 0 and "kubectl get pods -A -o json" in summary["notes"][0]
+
+
+# --------------------------------------------------------------------------------- garbage
+@FUZZ
+@given(data=st.data())
+def test_mutated_claims_slices_and_pods_become_dead_letters_not_crashes(data: st.DataObject) -> None:
+    doc = _mutate(orjson.loads(as_list(SLICE, *CLAIMS, *PODS)), data)
+    check(kubernetes.parse, orjson.dumps(doc, option=orjson.OPT_NON_STR_KEYS))  # valid events, one-line reasons

@@ -8,6 +8,11 @@ Accepted input (auto-detected; anything else raises ``NotThisFormat``):
 * a single Pod object (``kubectl get pod x -o json``), or several concatenated;
 * a node list (``{"kind": "NodeList"}`` or ``kubectl get nodes -o json``): one ``node.state``
   per node (:mod:`pipelines.parsers.kubernetes_nodes`: NotReady, cordoned, its physical GPUs);
+* ResourceClaims and ResourceSlices (``kubectl get resourceclaims -A -o json``, ``kubectl get
+  resourceslices -o json``: ``kind: List`` or ``ResourceClaimList``/``ResourceSliceList``, or bare
+  objects), in the same input as the pods or in inputs given with them (:func:`parse_files`): the
+  GPUs pods hold through DRA claims (:mod:`pipelines.parsers.kubernetes_dra`). Alone, without pods,
+  they give no event and a note saying the pods are needed;
 * watch events ``{"type": "ADDED"|"MODIFIED"|"DELETED"|"BOOKMARK"|"ERROR", "object": {...}}``, one
   per line (the API's watch stream) or pretty-printed one after another (``kubectl get pods -w
   --output-watch-events -o json``). A line may carry an extra ``"time"`` key (RFC 3339) saying
@@ -18,7 +23,8 @@ Job retries are numbered by creation; watch events are fed in file order. Every 
 stream is seen, so every container restart is an attempt boundary; a snapshot shows only the last
 terminated run (see :mod:`pipelines.parsers.kubernetes_tracker` for the attempt scheme, and
 :mod:`pipelines.parsers.kubernetes_pod` / :mod:`pipelines.parsers.kubernetes_outcome` for GPUs,
-device ids, owners and failure classes). Pods without GPU resources produce no events.
+device ids, owners and failure classes). Pods holding no GPU (no GPU resource, no GPU claim)
+produce no events, and one note counting them.
 
 A value that is not valid JSON (a truncated last line, say) or not a pod/watch event is a dead
 letter with its line number in ``origin``; the rest of the file is still parsed.

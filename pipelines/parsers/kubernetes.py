@@ -80,15 +80,16 @@ def parse_files(inputs: Sequence[tuple[bytes | str, str | None]], *, cluster: st
             found = list(_json_values(decode_text(data, "Kubernetes JSON")))
         if not any(_shape(value) for value, _, _ in found):
             where = f"{origin}: " if origin and len(inputs) > 1 else ""
-            raise NotThisFormat(f"{where}not Kubernetes JSON: no pod list, Pod object, ResourceClaim, "
-                                "ResourceSlice or watch event found")
+            raise NotThisFormat(
+                f"{where}not Kubernetes JSON: no pod list, Pod object, ResourceClaim, "
+                "ResourceSlice or watch event found"
+            )
         values += [(value, raw, f"{origin}:{line}" if origin else None) for value, raw, line in found]
     return _parse(values, cluster=cluster, hints=hints)
 
 
 def _parse(values: list[tuple[Any, str, str | None]], *, cluster: str, hints: dict[str, Any]) -> ParseResult:
-    tracker = PodTracker(cluster=cluster, replicas=hints.get("replicas"),
-                         workload_kind=hints.get("workload_kind"))
+    tracker = PodTracker(cluster=cluster, replicas=hints.get("replicas"), workload_kind=hints.get("workload_kind"))
     if hints.get("devices"):
         tracker.set_devices(hints["devices"])
     observed_at = hint_time(hints)
@@ -109,8 +110,13 @@ def _parse(values: list[tuple[Any, str, str | None]], *, cluster: str, hints: di
                 elif is_node(item):
                     _add_node(result, item, cluster, observed_at, where)
                 elif not isinstance(item, dict) or "kind" not in item:  # other kinds are skipped
-                    result.reject(topic=TOPIC.name, source=SOURCE, reason="list item is not a pod",
-                                  raw=raw_text(item), origin=where)
+                    result.reject(
+                        topic=TOPIC.name,
+                        source=SOURCE,
+                        reason="list item is not a pod",
+                        raw=raw_text(item),
+                        origin=where,
+                    )
         elif shape == "pod":
             snapshot.append((value, where))
         elif shape is None:
@@ -120,8 +126,10 @@ def _parse(values: list[tuple[Any, str, str | None]], *, cluster: str, hints: di
     for pod, where in snapshot:
         result.extend(tracker.observe(pod, observed_at=observed_at, origin=where))
     if tracker.dra and not snapshot and not pods:
-        result.note("ResourceClaims and ResourceSlices alone attribute nothing: give the pods that hold them "
-                    "(`kubectl get pods -A -o json`) in the same ingest (several --file, or a directory)")
+        result.note(
+            "ResourceClaims and ResourceSlices alone attribute nothing: give the pods that hold them "
+            "(`kubectl get pods -A -o json`) in the same ingest (several --file, or a directory)"
+        )
     no_gpu = tracker.no_gpu_note()
     if no_gpu:
         result.note(no_gpu)
@@ -145,8 +153,13 @@ def _read_dra(values: list[tuple[Any, str, str | None]], tracker: PodTracker, re
             try:
                 tracker.dra.add(obj)
             except RECORD_ERRORS as exc:
-                result.reject(topic=TOPIC.name, source=SOURCE, reason=f"{obj.get('kind')}: {exc}",
-                              raw=raw_text(obj) if shape == "list" else raw, origin=where)
+                result.reject(
+                    topic=TOPIC.name,
+                    source=SOURCE,
+                    reason=f"{obj.get('kind')}: {exc}",
+                    raw=raw_text(obj) if shape == "list" else raw,
+                    origin=where,
+                )
 
 
 def parse_pod_resources(obj: Any) -> dict[tuple[str, str, str], list[str]]:
@@ -178,8 +191,9 @@ def parse_pod_resources(obj: Any) -> dict[tuple[str, str, str], list[str]]:
     return devices
 
 
-def merge_pod_resources(known: DeviceMap, answer: DeviceMap,
-                        keep: Container[tuple[str, str]]) -> dict[tuple[str, str, str], list[str]]:
+def merge_pod_resources(
+    known: DeviceMap, answer: DeviceMap, keep: Container[tuple[str, str]]
+) -> dict[tuple[str, str, str], list[str]]:
     """A newer PodResources answer merged into what was known (pure).
 
     A pod the answer names gets exactly the ids it names (a container it no longer lists is
@@ -288,8 +302,9 @@ def _dra_items(value: dict[str, Any]) -> list[dict[str, Any]]:
     return [item for item in items if is_dra_object(item)]
 
 
-def _add_node(result: ParseResult, node: dict[str, Any], cluster: str, observed_at: datetime | None,
-              where: str | None) -> None:
+def _add_node(
+    result: ParseResult, node: dict[str, Any], cluster: str, observed_at: datetime | None, where: str | None
+) -> None:
     try:
         obj = node_state(node, cluster=cluster, observed_at=observed_at)
     except (ValueError, TypeError) as exc:

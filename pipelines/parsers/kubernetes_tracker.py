@@ -84,8 +84,9 @@ class _PodState:
 class PodTracker:
     """Turns a sequence of pod observations into allocation events (see the module docstring)."""
 
-    def __init__(self, *, cluster: str, replicas: int | None = None, workload_kind: str | None = None,
-                 max_groups: int = 200_000) -> None:
+    def __init__(
+        self, *, cluster: str, replicas: int | None = None, workload_kind: str | None = None, max_groups: int = 200_000
+    ) -> None:
         if workload_kind is not None and workload_kind not in out.WORKLOAD_KINDS:
             kinds = ", ".join(sorted(out.WORKLOAD_KINDS))
             raise ValueError(f"workload_kind must be one of {kinds}, not {workload_kind!r}")
@@ -106,20 +107,25 @@ class PodTracker:
         """What a restart needs: the attempts used per group and member (numbering), and the ids
         already emitted for each pod still followed (a restarted collector's first list then
         emits only what is new about them)."""
-        return {"groups": {group: dict(members) for group, members in self._groups.items()},
-                "emitted": {key: {"uid": state.uid, "ids": sorted(state.emitted)}
-                            for key, state in self._pods.items() if state.emitted}}
+        return {
+            "groups": {group: dict(members) for group, members in self._groups.items()},
+            "emitted": {
+                key: {"uid": state.uid, "ids": sorted(state.emitted)}
+                for key, state in self._pods.items()
+                if state.emitted
+            },
+        }
 
     def import_state(self, state: Mapping[str, Any]) -> None:
         groups = state.get("groups")
-        for group, members in (groups.items() if isinstance(groups, dict) else ()):
+        for group, members in groups.items() if isinstance(groups, dict) else ():
             if isinstance(members, dict):
                 known = self._groups.setdefault(str(group), {})
                 for member, used in members.items():
                     if isinstance(used, int):
                         known[str(member)] = max(known.get(str(member), 1), used)
         emitted = state.get("emitted")
-        for key, saved in (emitted.items() if isinstance(emitted, dict) else ()):
+        for key, saved in emitted.items() if isinstance(emitted, dict) else ():
             if isinstance(saved, dict) and isinstance(saved.get("ids"), list):
                 self._restored[str(key)] = (saved.get("uid"), {str(i) for i in saved["ids"]})
 
@@ -148,11 +154,14 @@ class PodTracker:
         """What to say about the pods seen holding no GPU, if any."""
         if not self.without_gpu:
             return None
-        return (f"{len(self.without_gpu)} pod(s) hold no GPU (no nvidia.com/gpu or MIG resource, no GPU claim): "
-                "nothing to attribute for them")
+        return (
+            f"{len(self.without_gpu)} pod(s) hold no GPU (no nvidia.com/gpu or MIG resource, no GPU claim): "
+            "nothing to attribute for them"
+        )
 
-    def feed(self, event: Any, *, observed_at: datetime | None = None, raw: str | None = None,
-             origin: str | None = None) -> ParseResult:
+    def feed(
+        self, event: Any, *, observed_at: datetime | None = None, raw: str | None = None, origin: str | None = None
+    ) -> ParseResult:
         """One watch event ``{"type": .., "object": ..}``."""
         raw = raw if raw is not None else raw_text(event)
         result = ParseResult()
@@ -166,8 +175,9 @@ class PodTracker:
         if kind == "ERROR":
             message = obj.get("message") if isinstance(obj, dict) else None
             code = obj.get("code") if isinstance(obj, dict) else None
-            result.reject(topic=TOPIC.name, source=SOURCE, reason=f"watch ERROR event {code}: {message}",
-                          raw=raw, origin=origin)
+            result.reject(
+                topic=TOPIC.name, source=SOURCE, reason=f"watch ERROR event {code}: {message}", raw=raw, origin=origin
+            )
             return result
         try:
             seen = parse_rfc3339(event.get("time")) or observed_at
@@ -176,8 +186,15 @@ class PodTracker:
             return result
         return self.observe(obj, deleted=kind == "DELETED", observed_at=seen, raw=raw, origin=origin)
 
-    def observe(self, pod: Any, *, deleted: bool = False, observed_at: datetime | None = None,
-                raw: str | None = None, origin: str | None = None) -> ParseResult:
+    def observe(
+        self,
+        pod: Any,
+        *,
+        deleted: bool = False,
+        observed_at: datetime | None = None,
+        raw: str | None = None,
+        origin: str | None = None,
+    ) -> ParseResult:
         """One pod object as observed (``deleted``: it came in a DELETED event)."""
         result = ParseResult()
         raw = raw if raw is not None else raw_text(pod)
@@ -208,9 +225,13 @@ class PodTracker:
         base = self._base(view, state)
         objs: list[dict[str, Any]] = []
         if view.created is not None:
-            objs.append(self._envelope("allocation.pending", view.created,
-                                       {**base, "attempt": state.base + 1, "state": "pending",
-                                        "scheduler_state": "Pending"}))
+            objs.append(
+                self._envelope(
+                    "allocation.pending",
+                    view.created,
+                    {**base, "attempt": state.base + 1, "state": "pending", "scheduler_state": "Pending"},
+                )
+            )
         ended = out.pod_ended(view, deleted)
         if view.start is None or view.node is None:
             self._commit(view, state, objs, ended=ended, deleted=deleted)
@@ -220,8 +241,9 @@ class PodTracker:
         start = state.attempt_start or view.start
         open_attempt = state.open_attempt
         if restarts > state.restarts:
-            for local, begin, end, outcome in _restart_attempts(view, state.restarts, restarts, start,
-                                                                open_attempt, observed_at):
+            for local, begin, end, outcome in _restart_attempts(
+                view, state.restarts, restarts, start, open_attempt, observed_at
+            ):
                 objs += self._attempt(placed, state.base + local, begin, end, outcome)
                 start = end
         local = restarts + 1
@@ -235,18 +257,19 @@ class PodTracker:
         self._commit(view, state, objs, ended=ended, deleted=deleted)
         return objs
 
-    def _attempt(self, placed: dict[str, Any], attempt: int, start: datetime, end: datetime | None,
-                 outcome: out.Outcome | None) -> list[dict[str, Any]]:
-        running = {**placed, "attempt": attempt, "state": "running", "start_time": start,
-                   "scheduler_state": "Running"}
+    def _attempt(
+        self, placed: dict[str, Any], attempt: int, start: datetime, end: datetime | None, outcome: out.Outcome | None
+    ) -> list[dict[str, Any]]:
+        running = {**placed, "attempt": attempt, "state": "running", "start_time": start, "scheduler_state": "Running"}
         objs = [self._envelope("allocation.running", start, running)]
         if end is not None and outcome is not None:
             ended = {**running, "state": "ended", "end_time": end, **outcome.fields()}
             objs.append(self._envelope("allocation.ended", end, ended))
         return objs
 
-    def _commit(self, view: PodView, state: _PodState, objs: list[dict[str, Any]], *, ended: bool,
-                deleted: bool) -> None:
+    def _commit(
+        self, view: PodView, state: _PodState, objs: list[dict[str, Any]], *, ended: bool, deleted: bool
+    ) -> None:
         """Drop already-emitted ids from ``objs`` (in place) and record the pod's new state."""
         objs[:] = [obj for obj in objs if obj["id"] not in state.emitted]
         state.emitted.update(obj["id"] for obj in objs)
@@ -269,8 +292,7 @@ class PodTracker:
         member = view.uid or view.key
         base = sum(used for name, used in members.items() if name != member)
         members.setdefault(member, 1)
-        state = _PodState(uid=view.uid, group=group, member=member, base=base, logical=logical,
-                          job_name=job_name)
+        state = _PodState(uid=view.uid, group=group, member=member, base=base, logical=logical, job_name=job_name)
         restored_uid, emitted = self._restored.pop(view.key, (None, set()))
         if restored_uid == view.uid:  # the same pod as before the restart, not one re-created under its name
             state.emitted = emitted
@@ -279,9 +301,15 @@ class PodTracker:
 
     def _base(self, view: PodView, state: _PodState) -> dict[str, Any]:
         requested = sum(_equivalents(g) for g in view.gpus)
-        base: dict[str, Any] = {"scheduler": "kubernetes", "job_id": view.key, "logical_job": state.logical,
-                                "job_name": state.job_name, "submit_time": view.created, "requested_gpus": requested,
-                                "owner": out.owner(view, self.workload_kind)}
+        base: dict[str, Any] = {
+            "scheduler": "kubernetes",
+            "job_id": view.key,
+            "logical_job": state.logical,
+            "job_name": state.job_name,
+            "submit_time": view.created,
+            "requested_gpus": requested,
+            "owner": out.owner(view, self.workload_kind),
+        }
         if view.uid:
             base["uid"] = view.uid
         if view.held.claims:
@@ -289,20 +317,21 @@ class PodTracker:
         return base
 
     def _device_ids(self, view: PodView) -> list[str]:
-        known = [device for c in view.containers
-                 for device in self._devices.get((view.namespace, view.name, c.name), [])]
+        known = [
+            device for c in view.containers for device in self._devices.get((view.namespace, view.name, c.name), [])
+        ]
         if not known:
             annotation = view.annotations.get(DEVICES_ANNOTATION, "")
             known = [part.strip() for part in annotation.split(",") if part.strip()]
         return known + [device for device in view.held.device_ids if device not in known]
 
     def _envelope(self, event_type: str, time: datetime, data: dict[str, Any]) -> dict[str, Any]:
-        return allocation_envelope(source=SOURCE, event_type=event_type, cluster=self.cluster, time=time,
-                                   data=data)
+        return allocation_envelope(source=SOURCE, event_type=event_type, cluster=self.cluster, time=time, data=data)
 
 
-def _restart_attempts(view: PodView, seen: int, now: int, start: datetime, open_attempt: int | None,
-                      observed_at: datetime | None) -> list[tuple[int, datetime, datetime, out.Outcome]]:
+def _restart_attempts(
+    view: PodView, seen: int, now: int, start: datetime, open_attempt: int | None, observed_at: datetime | None
+) -> list[tuple[int, datetime, datetime, out.Outcome]]:
     """The attempts that ended between two observations: ``(local number, start, end, outcome)``."""
     runs = [c.last_terminated for c in view.containers if c.restart_count > 0 and c.last_terminated]
     last = max(runs, key=lambda r: (r.finished is not None, r.finished or start), default=None)

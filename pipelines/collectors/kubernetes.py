@@ -201,6 +201,10 @@ class PodWatcher:
         batch = self._relist() if self.resource_version is None else self._watch()
         batch.warnings[:0] = warnings + self._claim_warnings
         self._claim_warnings = []
+        no_gpu = self.tracker.no_gpu_note()
+        if no_gpu:  # said per poll: the set would otherwise grow with every pod the cluster ever ran
+            batch.result.note(no_gpu)
+            self.tracker.without_gpu.clear()
         self._confirmed = self._now()
         if self.nodes is not None:
             self.nodes.poll(self.api, self._confirmed, batch)

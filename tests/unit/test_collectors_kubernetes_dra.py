@@ -97,6 +97,7 @@ def test_claims_are_listed_each_poll_again_for_an_unknown_claim_and_remembered_f
         "ml/c": (["GPU-b"], ["ml/shared"]),
     }
     assert cluster.calls == [("resourceclaims", None), ("resourceslices", "spec.driver=gpu.nvidia.com")]
+    assert listed.result.notes == []  # every pod holds a GPU through its claim
 
     # claim "late" is allocated after this poll's list: the pod that uses it makes the collector list again
     original = cluster.list_cluster_custom_object

@@ -221,7 +221,8 @@ class DraInventory:
 
 def pod_claim_keys(namespace: str, spec: dict[str, Any], status: dict[str, Any]) -> list[tuple[str, str | None]]:
     """``(pod claim name, "<namespace>/<ResourceClaim>")`` per entry of ``spec.resourceClaims``; the key
-    is None for a template's claim not generated yet (or not needed: ``resourceClaimName`` null)."""
+    is None for a template's claim not generated yet. A template's entry whose status names no claim
+    (``resourceClaimName`` null: the pod needs none) is left out."""
     generated = {
         s.get("name"): s.get("resourceClaimName")
         for s in _list(status.get("resourceClaimStatuses"))
@@ -230,6 +231,8 @@ def pod_claim_keys(namespace: str, spec: dict[str, Any], status: dict[str, Any])
     keys: list[tuple[str, str | None]] = []
     for entry in _list(spec.get("resourceClaims")):
         name = _str(entry, "name")
+        if not entry.get("resourceClaimName") and name in generated and not generated[name]:
+            continue  # no claim needed
         claim = entry.get("resourceClaimName") or generated.get(name)
         keys.append((name, f"{namespace}/{claim}" if isinstance(claim, str) and claim else None))
     return keys

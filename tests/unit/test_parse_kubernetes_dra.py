@@ -330,3 +330,13 @@ def test_ingest_of_claims_alone_says_the_pods_are_needed() -> None:
 def test_mutated_claims_slices_and_pods_become_dead_letters_not_crashes(data: st.DataObject) -> None:
     doc = _mutate(orjson.loads(as_list(SLICE, *CLAIMS, *PODS)), data)
     check(kubernetes.parse, orjson.dumps(doc, option=orjson.OPT_NON_STR_KEYS))  # valid events, one-line reasons
+
+
+def test_a_template_claim_the_pod_needs_none_of_is_no_gpu_and_one_not_made_yet_is_a_dead_letter() -> None:
+    unneeded = pod("a", {"gpu": "template:one-gpu"})
+    unneeded["status"]["resourceClaimStatuses"] = [{"name": "gpu", "resourceClaimName": None}]
+    result = kubernetes.parse(as_list(unneeded, pod("b", {"gpu": "template:one-gpu"})), cluster="c1")
+    assert result.events == [] and len(result.notes) == 1 and result.notes[0].startswith("1 pod(s) hold no GPU")
+    assert [d.reason.split(":")[0] for d in result.dead_letters] == [
+        "the ResourceClaim of pod claim 'gpu' is not in the input"
+    ]

@@ -42,42 +42,80 @@ collect_app = typer.Typer(
     no_args_is_help=True,
 )
 
-FromOpt = Annotated[str | None, typer.Option("--from", help="start of a time range, ISO 8601 (UTC unless an "
-                                             "offset is given)")]
+FromOpt = Annotated[
+    str | None, typer.Option("--from", help="start of a time range, ISO 8601 (UTC unless an offset is given)")
+]
 ToOpt = Annotated[str | None, typer.Option("--to", help="end of the time range, ISO 8601 (default: now)")]
-FollowOpt = Annotated[bool, typer.Option("--follow", help="keep polling every --interval seconds until "
-                                         "Ctrl-C/SIGTERM (or until --to)")]
-IntervalOpt = Annotated[float, typer.Option("--interval", min=0.1, help="seconds between polls with --follow; "
-                                            "Prometheus mode without --from starts this long before now")]
+FollowOpt = Annotated[
+    bool, typer.Option("--follow", help="keep polling every --interval seconds until Ctrl-C/SIGTERM (or until --to)")
+]
+IntervalOpt = Annotated[
+    float,
+    typer.Option(
+        "--interval",
+        min=0.1,
+        help="seconds between polls with --follow; Prometheus mode without --from starts this long before now",
+    ),
+]
 OnceOpt = Annotated[bool, typer.Option("--once", help="exactly one poll, then exit (even with --follow)")]
-ClusterOpt = Annotated[str | None, typer.Option(help="cluster name stamped on the events (default "
-                                                "GPULEDGER_CLUSTER)")]
+ClusterOpt = Annotated[str | None, typer.Option(help="cluster name stamped on the events (default GPULEDGER_CLUSTER)")]
 DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="read and validate only; publish nothing")]
+
+
 class SummaryFormat(StrEnum):
     table = "table"
     json = "json"
 
 
 FormatOpt = Annotated[SummaryFormat, typer.Option("--format", help="final summary as a table or JSON")]
-MaxFailuresOpt = Annotated[int, typer.Option("--max-failures", min=1, help="with --follow: give up after this "
-                                             "many failed polls in a row")]
-StepOpt = Annotated[int, typer.Option("--scrape-interval", min=1, help="Prometheus mode: the scrape interval "
-                                      "in whole seconds, used as the query step")]
-MatchOpt = Annotated[str | None, typer.Option("--match", help="Prometheus mode: extra label matchers, e.g. "
-                                              "'job=\"dcgm-exporter\"'")]
-LagOpt = Annotated[float | None, typer.Option("--lag", min=0.0, help="Prometheus mode: stay this many seconds "
-                                              "behind now so every scrape is written (default 2 × step)")]
-NodeOpt = Annotated[str | None, typer.Option("--node", help="exporter mode: node name for series without a "
-                                             "host label (default: the URL's host)")]
-DcgmPromOpt = Annotated[str | None, typer.Option(
-    "--prometheus", help="Prometheus base URL: read the DCGM_FI_* series with query_range (default PROMETHEUS_URL)")]
-DcgmExporterOpt = Annotated[list[str] | None, typer.Option(
-    "--exporter", help="dcgm-exporter /metrics URL to scrape directly instead (repeatable)")]
-StoragePromOpt = Annotated[str | None, typer.Option(
-    "--prometheus", help="Prometheus base URL: read node_exporter disk/NFS, Lustre and GPFS byte counters with "
-    "query_range (default PROMETHEUS_URL)")]
-StorageExporterOpt = Annotated[list[str] | None, typer.Option(
-    "--exporter", help="node_exporter / Lustre / GPFS exporter /metrics URL to scrape directly instead (repeatable)")]
+MaxFailuresOpt = Annotated[
+    int, typer.Option("--max-failures", min=1, help="with --follow: give up after this many failed polls in a row")
+]
+StepOpt = Annotated[
+    int,
+    typer.Option(
+        "--scrape-interval", min=1, help="Prometheus mode: the scrape interval in whole seconds, used as the query step"
+    ),
+]
+MatchOpt = Annotated[
+    str | None, typer.Option("--match", help="Prometheus mode: extra label matchers, e.g. 'job=\"dcgm-exporter\"'")
+]
+LagOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--lag",
+        min=0.0,
+        help="Prometheus mode: stay this many seconds behind now so every scrape is written (default 2 × step)",
+    ),
+]
+NodeOpt = Annotated[
+    str | None,
+    typer.Option("--node", help="exporter mode: node name for series without a host label (default: the URL's host)"),
+]
+DcgmPromOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--prometheus", help="Prometheus base URL: read the DCGM_FI_* series with query_range (default PROMETHEUS_URL)"
+    ),
+]
+DcgmExporterOpt = Annotated[
+    list[str] | None,
+    typer.Option("--exporter", help="dcgm-exporter /metrics URL to scrape directly instead (repeatable)"),
+]
+StoragePromOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--prometheus",
+        help="Prometheus base URL: read node_exporter disk/NFS, Lustre and GPFS byte counters with "
+        "query_range (default PROMETHEUS_URL)",
+    ),
+]
+StorageExporterOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--exporter", help="node_exporter / Lustre / GPFS exporter /metrics URL to scrape directly instead (repeatable)"
+    ),
+]
 
 
 def _time(value: str | None, option: str) -> datetime | None:
@@ -136,8 +174,17 @@ def _failure(exc: SourceUnavailable) -> None:
     console.print(f"[yellow]source unavailable, retrying at the next interval[/]: {exc}")
 
 
-def execute(collector: Collector, name: str, *, follow: bool, once: bool, interval: float, dry_run: bool,
-            max_failures: int = 5, stop: threading.Event | None = None) -> RunStats:
+def execute(
+    collector: Collector,
+    name: str,
+    *,
+    follow: bool,
+    once: bool,
+    interval: float,
+    dry_run: bool,
+    max_failures: int = 5,
+    stop: threading.Event | None = None,
+) -> RunStats:
     """Run a collector (deduplicated) into Kafka, or nowhere for a dry run; always closes it."""
     stop = stop or threading.Event()
     wrapped = Deduplicated(collector)
@@ -154,9 +201,15 @@ def execute(collector: Collector, name: str, *, follow: bool, once: bool, interv
 
     settings = get_settings()
     metrics.serve_metrics(settings.metrics_port, str(settings.metrics_host))
-    options: dict[str, Any] = {"follow": follow and not once, "interval_s": interval, "stop": stop,
-                               "max_failures": max_failures, "on_batch": on_batch,
-                               "on_failure": on_failure, "max_polls": 1 if once else None}
+    options: dict[str, Any] = {
+        "follow": follow and not once,
+        "interval_s": interval,
+        "stop": stop,
+        "max_failures": max_failures,
+        "on_batch": on_batch,
+        "on_failure": on_failure,
+        "max_polls": 1 if once else None,
+    }
     try:
         with _stop_on_signals(stop):
             if dry_run:
@@ -169,9 +222,14 @@ def execute(collector: Collector, name: str, *, follow: bool, once: bool, interv
         wrapped.close()
 
 
-StateFileOpt = Annotated[Path | None, typer.Option(
-    "--state-file", help="where the collector keeps its cursor across restarts (default with --follow: "
-    "$GPULEDGER_HOME/state/<source>-<cluster>.json; never written by a dry run)")]
+StateFileOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--state-file",
+        help="where the collector keeps its cursor across restarts (default with --follow: "
+        "$GPULEDGER_HOME/state/<source>-<cluster>.json; never written by a dry run)",
+    ),
+]
 
 
 def _state_path(given: Path | None, collector: str, cluster: str | None, default_on: bool) -> Path | None:
@@ -182,10 +240,14 @@ def _state_path(given: Path | None, collector: str, cluster: str | None, default
 
 def report(stats: RunStats, fmt: SummaryFormat, dry_run: bool) -> None:
     info: dict[str, Any] = {
-        "polls": stats.polls, "failed_polls": stats.failed_polls, "events": stats.events,
-        "dead_letters": stats.dead_letters, "by_type": dict(stats.by_type),
+        "polls": stats.polls,
+        "failed_polls": stats.failed_polls,
+        "events": stats.events,
+        "dead_letters": stats.dead_letters,
+        "by_type": dict(stats.by_type),
         "dead_letter_reasons": dict(stats.dead_letter_reasons.most_common(10)),
-        "warnings": stats.warnings[-10:], "dry_run": dry_run,
+        "warnings": stats.warnings[-10:],
+        "dry_run": dry_run,
     }
     if fmt is SummaryFormat.json:
         typer.echo(json.dumps(info, indent=2))
@@ -200,8 +262,9 @@ def _cluster(cluster: str | None) -> str:
     return cluster or get_settings().cluster
 
 
-def _metrics_source(prometheus: str | None, exporter: list[str] | None, start: str | None,
-                    end: str | None) -> str | None:
+def _metrics_source(
+    prometheus: str | None, exporter: list[str] | None, start: str | None, end: str | None
+) -> str | None:
     """The Prometheus URL to use, or None for exporter mode; rejects conflicting options."""
     if prometheus and exporter:
         raise UsageFailure("give either --prometheus or --exporter, not both")
@@ -217,34 +280,67 @@ def _metrics_source(prometheus: str | None, exporter: list[str] | None, start: s
 
 @collect_app.command("dcgm")
 def collect_dcgm(
-    prometheus: DcgmPromOpt = None, exporter: DcgmExporterOpt = None,
-    start: FromOpt = None, end: ToOpt = None, follow: FollowOpt = False, interval: IntervalOpt = 30.0,
-    scrape_interval: StepOpt = 30, match: MatchOpt = None, lag: LagOpt = None, node: NodeOpt = None,
-    cluster: ClusterOpt = None, once: OnceOpt = False, dry_run: DryRunOpt = False,
-    max_failures: MaxFailuresOpt = 5, fmt: FormatOpt = SummaryFormat.table,
+    prometheus: DcgmPromOpt = None,
+    exporter: DcgmExporterOpt = None,
+    start: FromOpt = None,
+    end: ToOpt = None,
+    follow: FollowOpt = False,
+    interval: IntervalOpt = 30.0,
+    scrape_interval: StepOpt = 30,
+    match: MatchOpt = None,
+    lag: LagOpt = None,
+    node: NodeOpt = None,
+    cluster: ClusterOpt = None,
+    once: OnceOpt = False,
+    dry_run: DryRunOpt = False,
+    max_failures: MaxFailuresOpt = 5,
+    fmt: FormatOpt = SummaryFormat.table,
 ) -> None:
     """GPU samples (gpu.metrics), one event per node and sample time."""
     url = _metrics_source(prometheus, exporter, start, end)
     collector: Collector
     if url is None:
-        collector = dcgm_collector.exporter_collector(exporter or [], cluster=_cluster(cluster), node=node,
-                                                      interval_s=interval if follow and not once else None)
+        collector = dcgm_collector.exporter_collector(
+            exporter or [], cluster=_cluster(cluster), node=node, interval_s=interval if follow and not once else None
+        )
     else:
         begin, finish = _range(start, end, close_at_now=not follow)
         collector = dcgm_collector.prometheus_collector(
-            url, cluster=_cluster(cluster), step_s=scrape_interval, start=begin, end=finish, lag_s=lag,
-            match=match, backfill_s=max(interval, scrape_interval))
-    report(execute(collector, "dcgm", follow=follow, once=once, interval=interval, dry_run=dry_run,
-                   max_failures=max_failures), fmt, dry_run)
+            url,
+            cluster=_cluster(cluster),
+            step_s=scrape_interval,
+            start=begin,
+            end=finish,
+            lag_s=lag,
+            match=match,
+            backfill_s=max(interval, scrape_interval),
+        )
+    report(
+        execute(
+            collector, "dcgm", follow=follow, once=once, interval=interval, dry_run=dry_run, max_failures=max_failures
+        ),
+        fmt,
+        dry_run,
+    )
 
 
 @collect_app.command("storage")
 def collect_storage(
-    prometheus: StoragePromOpt = None, exporter: StorageExporterOpt = None,
-    start: FromOpt = None, end: ToOpt = None, follow: FollowOpt = False, interval: IntervalOpt = 30.0,
-    scrape_interval: StepOpt = 30, match: MatchOpt = None, lag: LagOpt = None, node: NodeOpt = None,
-    cluster: ClusterOpt = None, once: OnceOpt = False, dry_run: DryRunOpt = False,
-    max_failures: MaxFailuresOpt = 5, fmt: FormatOpt = SummaryFormat.table,
+    prometheus: StoragePromOpt = None,
+    exporter: StorageExporterOpt = None,
+    start: FromOpt = None,
+    end: ToOpt = None,
+    follow: FollowOpt = False,
+    interval: IntervalOpt = 30.0,
+    scrape_interval: StepOpt = 30,
+    match: MatchOpt = None,
+    lag: LagOpt = None,
+    node: NodeOpt = None,
+    cluster: ClusterOpt = None,
+    once: OnceOpt = False,
+    dry_run: DryRunOpt = False,
+    max_failures: MaxFailuresOpt = 5,
+    fmt: FormatOpt = SummaryFormat.table,
 ) -> None:
     """Storage throughput counters (storage.io), one event per node and sample time."""
     url = _metrics_source(prometheus, exporter, start, end)
@@ -254,59 +350,143 @@ def collect_storage(
     else:
         begin, finish = _range(start, end, close_at_now=not follow)
         collector = storage_collector.prometheus_collector(
-            url, cluster=_cluster(cluster), step_s=scrape_interval, start=begin, end=finish, lag_s=lag,
-            match=match, backfill_s=max(interval, scrape_interval))
-    report(execute(collector, "storage", follow=follow, once=once, interval=interval, dry_run=dry_run,
-                   max_failures=max_failures), fmt, dry_run)
+            url,
+            cluster=_cluster(cluster),
+            step_s=scrape_interval,
+            start=begin,
+            end=finish,
+            lag_s=lag,
+            match=match,
+            backfill_s=max(interval, scrape_interval),
+        )
+    report(
+        execute(
+            collector,
+            "storage",
+            follow=follow,
+            once=once,
+            interval=interval,
+            dry_run=dry_run,
+            max_failures=max_failures,
+        ),
+        fmt,
+        dry_run,
+    )
 
 
 @collect_app.command("kubernetes")
 def collect_kubernetes(
-    kubeconfig: Annotated[str | None, typer.Option(help="kubeconfig file (default: $KUBECONFIG or "
-                                                   "~/.kube/config; in a pod: the service account)")] = None,
+    kubeconfig: Annotated[
+        str | None,
+        typer.Option(help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config; in a pod: the service account)"),
+    ] = None,
     context: Annotated[str | None, typer.Option(help="kubeconfig context")] = None,
-    in_cluster: Annotated[bool | None, typer.Option("--in-cluster/--no-in-cluster", help="force (or refuse) "
-                                                    "the in-cluster service account")] = None,
+    in_cluster: Annotated[
+        bool | None,
+        typer.Option("--in-cluster/--no-in-cluster", help="force (or refuse) the in-cluster service account"),
+    ] = None,
     namespace: Annotated[str | None, typer.Option(help="only this namespace (default: all)")] = None,
     selector: Annotated[str | None, typer.Option(help="label selector, e.g. 'team=llm'")] = None,
-    pod_resources: Annotated[Path | None, typer.Option(help="kubelet PodResources List() JSON naming each "
-                                                       "container's GPU device ids (re-read when it changes)")] = None,
-    pod_resources_socket: Annotated[Path | None, typer.Option(
-        help="the kubelet's PodResources gRPC socket (e.g. /var/lib/kubelet/pod-resources/kubelet.sock): ask it "
-        "which GPUs each container holds; needs --node-name")] = None,
-    node_name: Annotated[str | None, typer.Option(
-        help="only the pods bound to this node and this Node (one collector per node, e.g. a DaemonSet "
-        "with NODE_NAME from spec.nodeName)")] = None,
-    replicas: Annotated[int | None, typer.Option(min=1, help="time-slicing replicas per GPU for "
-                                                 "nvidia.com/gpu.shared pods that do not say")] = None,
+    pod_resources: Annotated[
+        Path | None,
+        typer.Option(
+            help="kubelet PodResources List() JSON naming each container's GPU device ids (re-read when it changes)"
+        ),
+    ] = None,
+    pod_resources_socket: Annotated[
+        Path | None,
+        typer.Option(
+            help="the kubelet's PodResources gRPC socket (e.g. /var/lib/kubelet/pod-resources/kubelet.sock): ask it "
+            "which GPUs each container holds; needs --node-name"
+        ),
+    ] = None,
+    node_name: Annotated[
+        str | None,
+        typer.Option(
+            help="only the pods bound to this node and this Node (one collector per node, e.g. a DaemonSet "
+            "with NODE_NAME from spec.nodeName)"
+        ),
+    ] = None,
+    replicas: Annotated[
+        int | None,
+        typer.Option(min=1, help="time-slicing replicas per GPU for nvidia.com/gpu.shared pods that do not say"),
+    ] = None,
     workload_kind: Annotated[str | None, typer.Option(help="workload kind of pods without a kind label")] = None,
-    nodes: Annotated[bool, typer.Option("--nodes/--no-nodes", help="also list nodes: NotReady, cordoned and "
-                                        "their GPU counts (needs list on nodes)")] = True,
-    page_size: Annotated[int, typer.Option("--page-size", min=1, help="pods per list request (the API's "
-                                           "limit; the rest follow by continue tokens)")] = 500,
+    nodes: Annotated[
+        bool,
+        typer.Option(
+            "--nodes/--no-nodes", help="also list nodes: NotReady, cordoned and their GPU counts (needs list on nodes)"
+        ),
+    ] = True,
+    dra: Annotated[
+        bool,
+        typer.Option(
+            "--dra/--no-dra",
+            help="also list ResourceClaims and ResourceSlices "
+            "(resource.k8s.io/v1) at every poll: GPUs pods hold through DRA claims "
+            "(needs list on them)",
+        ),
+    ] = True,
+    page_size: Annotated[
+        int,
+        typer.Option(
+            "--page-size", min=1, help="pods per list request (the API's limit; the rest follow by continue tokens)"
+        ),
+    ] = 500,
     follow: FollowOpt = False,
-    interval: Annotated[float, typer.Option("--interval", min=1.0, help="with --follow: seconds each watch "
-                                            "request stays open (events are handed on as they arrive)")] = 30.0,
-    cluster: ClusterOpt = None, once: OnceOpt = False, dry_run: DryRunOpt = False,
-    max_failures: MaxFailuresOpt = 5, fmt: FormatOpt = SummaryFormat.table, state_file: StateFileOpt = None,
+    interval: Annotated[
+        float,
+        typer.Option(
+            "--interval",
+            min=1.0,
+            help="with --follow: seconds each watch request stays open (events are handed on as they arrive)",
+        ),
+    ] = 30.0,
+    cluster: ClusterOpt = None,
+    once: OnceOpt = False,
+    dry_run: DryRunOpt = False,
+    max_failures: MaxFailuresOpt = 5,
+    fmt: FormatOpt = SummaryFormat.table,
+    state_file: StateFileOpt = None,
 ) -> None:
-    """Pod allocations (scheduler.allocations): list the pods, then with --follow watch them."""
+    """Pod allocations (scheduler.allocations): list the pods, then with --follow watch them (DRA claims and
+    slices are listed again at every poll)."""
     _check_kubernetes_devices(pod_resources, pod_resources_socket, node_name)
     api = k8s_collector.core_api(kubeconfig=kubeconfig, context=context, in_cluster=in_cluster)
     # one cursor per node: per-node collectors sharing a GPULEDGER_HOME must not share a state file
     name = f"kubernetes-{node_name}" if node_name else "kubernetes"
     try:
         collector = k8s_collector.PodWatcher(
-            api, cluster=_cluster(cluster), namespace=namespace, label_selector=selector,
-            watch_timeout_s=max(1, round(interval)), page_size=page_size, replicas=replicas,
+            api,
+            cluster=_cluster(cluster),
+            namespace=namespace,
+            label_selector=selector,
+            watch_timeout_s=max(1, round(interval)),
+            page_size=page_size,
+            replicas=replicas,
             workload_kind=workload_kind,
-            pod_resources=pod_resources, pod_resources_socket=pod_resources_socket, node_name=node_name,
-            nodes=nodes, state_file=_state_path(state_file, name, cluster, follow and not dry_run),
+            pod_resources=pod_resources,
+            pod_resources_socket=pod_resources_socket,
+            node_name=node_name,
+            nodes=nodes,
+            dra=dra,
+            state_file=_state_path(state_file, name, cluster, follow and not dry_run),
         )
     except ValueError as exc:
         raise UsageFailure(str(exc)) from None
-    report(execute(collector, "kubernetes", follow=follow, once=once or not follow, interval=interval, dry_run=dry_run,
-                   max_failures=max_failures), fmt, dry_run)
+    report(
+        execute(
+            collector,
+            "kubernetes",
+            follow=follow,
+            once=once or not follow,
+            interval=interval,
+            dry_run=dry_run,
+            max_failures=max_failures,
+        ),
+        fmt,
+        dry_run,
+    )
 
 
 def _check_kubernetes_devices(file: Path | None, socket: Path | None, node_name: str | None) -> None:
@@ -321,34 +501,59 @@ def _check_kubernetes_devices(file: Path | None, socket: Path | None, node_name:
 
 @collect_app.command("slurm")
 def collect_slurm(
-    squeue_cmd: Annotated[str, typer.Option(help="command printing `squeue --json` (\"\" to skip), e.g. "
-                                            "\"ssh head squeue --json\"")] = slurm_collector.DEFAULT_SQUEUE,
-    sacct_cmd: Annotated[str, typer.Option(help="command printing `sacct --json` without a time window "
-                                           "(\"\" to skip)")] = slurm_collector.DEFAULT_SACCT,
-    sacct_args: Annotated[str | None, typer.Option(help="sacct window arguments used instead of the computed "
-                                                   "one, e.g. \"-S now-3600 -E now\"")] = None,
-    nodes_cmd: Annotated[str | None, typer.Option(help="command printing node states, e.g. "
-                                                  "\"scontrol show nodes --json\" (default: none)")] = None,
+    squeue_cmd: Annotated[
+        str, typer.Option(help='command printing `squeue --json` ("" to skip), e.g. "ssh head squeue --json"')
+    ] = slurm_collector.DEFAULT_SQUEUE,
+    sacct_cmd: Annotated[
+        str, typer.Option(help='command printing `sacct --json` without a time window ("" to skip)')
+    ] = slurm_collector.DEFAULT_SACCT,
+    sacct_args: Annotated[
+        str | None,
+        typer.Option(help='sacct window arguments used instead of the computed one, e.g. "-S now-3600 -E now"'),
+    ] = None,
+    nodes_cmd: Annotated[
+        str | None, typer.Option(help='command printing node states, e.g. "scontrol show nodes --json" (default: none)')
+    ] = None,
     command_timeout: Annotated[float, typer.Option(min=1.0, help="seconds a command may run")] = 120.0,
-    workload_kind: Annotated[str | None, typer.Option(help="workload kind of jobs without kind= in their "
-                                                      "comment (default batch)")] = None,
-    start: FromOpt = None, end: ToOpt = None, follow: FollowOpt = False, interval: IntervalOpt = 30.0,
-    cluster: ClusterOpt = None, once: OnceOpt = False, dry_run: DryRunOpt = False,
-    max_failures: MaxFailuresOpt = 5, fmt: FormatOpt = SummaryFormat.table, state_file: StateFileOpt = None,
+    workload_kind: Annotated[
+        str | None, typer.Option(help="workload kind of jobs without kind= in their comment (default batch)")
+    ] = None,
+    start: FromOpt = None,
+    end: ToOpt = None,
+    follow: FollowOpt = False,
+    interval: IntervalOpt = 30.0,
+    cluster: ClusterOpt = None,
+    once: OnceOpt = False,
+    dry_run: DryRunOpt = False,
+    max_failures: MaxFailuresOpt = 5,
+    fmt: FormatOpt = SummaryFormat.table,
+    state_file: StateFileOpt = None,
 ) -> None:
     """Slurm allocations (scheduler.allocations) from squeue and sacct; --from/--to reads sacct only."""
     begin, finish = _range(start, end, close_at_now=False)
     try:
         collector = slurm_collector.SlurmCommands(
-            cluster=_cluster(cluster), squeue_cmd=squeue_cmd, sacct_cmd=sacct_cmd, sacct_args=sacct_args,
-            nodes_cmd=nodes_cmd, start=begin, end=finish, overlap_s=max(60.0, 2 * interval),
-            timeout_s=command_timeout, workload_kind=workload_kind,
+            cluster=_cluster(cluster),
+            squeue_cmd=squeue_cmd,
+            sacct_cmd=sacct_cmd,
+            sacct_args=sacct_args,
+            nodes_cmd=nodes_cmd,
+            start=begin,
+            end=finish,
+            overlap_s=max(60.0, 2 * interval),
+            timeout_s=command_timeout,
+            workload_kind=workload_kind,
             state_file=_state_path(state_file, "slurm", cluster, follow and finish is None and not dry_run),
         )
     except ValueError as exc:
         raise UsageFailure(str(exc)) from None
-    report(execute(collector, "slurm", follow=follow, once=once, interval=interval, dry_run=dry_run,
-                   max_failures=max_failures), fmt, dry_run)
+    report(
+        execute(
+            collector, "slurm", follow=follow, once=once, interval=interval, dry_run=dry_run, max_failures=max_failures
+        ),
+        fmt,
+        dry_run,
+    )
 
 
 def register(app: typer.Typer) -> None:

@@ -60,6 +60,37 @@ def parse_file(source: Source, path: Path, cluster: str, hints: dict[str, Any] |
         raise NotThisFormat(f"{path} is not {source.value} input: {exc}") from None
 
 
+def input_files(given: list[Path]) -> list[Path]:
+    """The files named; a directory stands for the files in it (sorted, hidden ones skipped)."""
+    paths: list[Path] = []
+    for path in given:
+        if not path.is_dir():
+            paths.append(path)
+            continue
+        inside = sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith("."))
+        if not inside:
+            raise NotThisFormat(f"{path}: no file in this directory")
+        paths += inside
+    return paths
+
+
+def parse_files(source: Source, paths: list[Path], cluster: str, hints: dict[str, Any] | None = None) -> ParseResult:
+    """Several files as one input: Kubernetes pods with their ResourceClaims and ResourceSlices are
+    read together (:func:`pipelines.parsers.kubernetes.parse_files`); other sources file by file."""
+    if len(paths) == 1 or source is not Source.kubernetes:
+        result = ParseResult()
+        for path in paths:
+            result.extend(parse_file(source, path, cluster, hints))
+        return result
+    for path in paths:
+        if not path.is_file():
+            raise NotThisFormat(f"{path}: no such file")
+    try:
+        return kubernetes.parse_files([(p.read_bytes(), str(p)) for p in paths], cluster=cluster, **(hints or {}))
+    except NotThisFormat as exc:
+        raise NotThisFormat(f"not {source.value} input: {exc}") from None
+
+
 def summary(result: ParseResult) -> dict[str, Any]:
     by_type: dict[str, int] = {}
     for e in result.events:
@@ -84,7 +115,15 @@ def _default_cluster(source: Source, configured: str) -> str:
 
 def ingest(
     source: Annotated[Source, typer.Argument(help="input kind")],
-    file: Annotated[Path, typer.Option("--file", "-f", help="file in that source's format")],
+    file: Annotated[
+        list[Path],
+        typer.Option(
+            "--file",
+            "-f",
+            help="file in that source's format (repeatable; a directory: its files; Kubernetes pods, "
+            "ResourceClaims and ResourceSlices given together are read as one input)",
+        ),
+    ],
     cluster: Annotated[
         str | None,
         typer.Option(
@@ -116,7 +155,8 @@ def ingest(
     settings = get_settings()
     hints = {k: v for k, v in {"node": node, "time": at, "collective": collective}.items() if v}
     t0 = time.perf_counter()
-    result = parse_file(source, file, cluster or _default_cluster(source, settings.cluster), hints)
+    paths = input_files(file)
+    result = parse_files(source, paths, cluster or _default_cluster(source, settings.cluster), hints)
     info = summary(result)
     info["parse_seconds"] = round(time.perf_counter() - t0, 3)
     if not dry_run:
@@ -126,15 +166,16 @@ def ingest(
         typer.echo(json.dumps(info, indent=2))
         return
     verb = "validated" if dry_run else "published"
-    console.print(f"{verb} {info['events']:,} events, {info['dead_letters']:,} dead letters from {file}")
+    names = ", ".join(map(str, paths))
+    console.print(f"{verb} {info['events']:,} events, {info['dead_letters']:,} dead letters from {names}")
     for reason, count in info["dead_letter_reasons"].items():
         console.print(f"  [yellow]dead letter[/] ×{count}: {reason}")
     for note in info["notes"]:
         console.print(f"  note: {note}")
     if at is None and any("--time" in reason for reason in info["dead_letter_reasons"]):
-        modified = datetime.fromtimestamp(file.stat().st_mtime, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        modified = datetime.fromtimestamp(paths[0].stat().st_mtime, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         console.print(
-            f"  hint: {file} was last modified at {modified}; if that is when it was written, "
+            f"  hint: {paths[0]} was last modified at {modified}; if that is when it was written, "
             f"ingest it again with --time {modified}"
         )
     if wait and not dry_run:

@@ -35,6 +35,12 @@ Events already received when the connection breaks are still handed on (the reso
 moved past them); a failure before any event is ``SourceUnavailable`` and the same watch is
 retried at the next poll.
 
+DRA (``dra``): every poll also lists the ResourceClaims and the GPU driver's ResourceSlices, so a pod
+holding GPUs through claims gets their devices and its ``claims``, as in the file parser
+(:mod:`pipelines.collectors.kubernetes_dra`: re-listed at every poll, not watched; listed again
+within a poll for a pod whose claim it cannot resolve yet). A service account that may not list
+them gets a warning, and such pods are dead letters saying which claim is unknown.
+
 Which GPUs a pod holds: the kubelet's PodResources API, asked live over its gRPC socket
 (``pod_resources_socket``) or read from a ``List()`` dump (``pod_resources``, a JSON file re-read
 when it changes), else the pod annotation ``gpuledger.io/devices`` (see
@@ -72,27 +78,29 @@ import orjson
 from urllib3.exceptions import HTTPError
 
 from pipelines.collectors.base import Batch
+from pipelines.collectors.kubernetes_dra import ClaimLister, custom_objects
 from pipelines.collectors.kubernetes_nodes import NodeStates
 from pipelines.collectors.podresources import DeviceSource, PodResourcesFile
 from pipelines.collectors.podresources.lookup import DeviceLookup
 from pipelines.collectors.state import StateFile
 from pipelines.errors import SourceUnavailable
 from pipelines.parsers.base import ParseResult
-from pipelines.parsers.kubernetes_pod import read_pod
 from pipelines.parsers.kubernetes_tracker import SOURCE, PodTracker
 from pipelines.parsers.sched_events import RECORD_ERRORS
 
 GONE = 410
 
 
-def core_api(*, kubeconfig: str | None = None, context: str | None = None,
-             in_cluster: bool | None = None) -> Any:
+def core_api(*, kubeconfig: str | None = None, context: str | None = None, in_cluster: bool | None = None) -> Any:
     """A ``CoreV1Api`` from the in-cluster service account (when running in a pod and no
     kubeconfig is named, or when ``in_cluster``) or else from the kubeconfig."""
     from kubernetes import client, config
 
-    use_cluster = in_cluster if in_cluster is not None else (
-        bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and not kubeconfig and not context)
+    use_cluster = (
+        in_cluster
+        if in_cluster is not None
+        else (bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and not kubeconfig and not context)
+    )
     try:
         if use_cluster:
             configuration = client.Configuration()
@@ -101,8 +109,11 @@ def core_api(*, kubeconfig: str | None = None, context: str | None = None,
         else:
             api_client = config.new_client_from_config(config_file=kubeconfig, context=context)
     except (config.ConfigException, OSError, ValueError, TypeError) as exc:
-        where = "the in-cluster service account" if use_cluster else (
-            kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config")
+        where = (
+            "the in-cluster service account"
+            if use_cluster
+            else (kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config")
+        )
         raise SourceUnavailable(f"no usable Kubernetes credentials in {where}: {_one_line(exc)}") from None
     return client.CoreV1Api(api_client)
 
@@ -112,12 +123,26 @@ class PodWatcher:
 
     source = SOURCE
 
-    def __init__(self, api: Any, *, cluster: str, namespace: str | None = None,
-                 label_selector: str | None = None, watch_timeout_s: int = 30, page_size: int = 500,
-                 replicas: int | None = None, workload_kind: str | None = None,
-                 pod_resources: Path | None = None, clock: Callable[[], float] = time.time,
-                 state_file: Path | None = None, nodes: bool = False, node_name: str | None = None,
-                 pod_resources_socket: Path | None = None) -> None:
+    def __init__(
+        self,
+        api: Any,
+        *,
+        cluster: str,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        watch_timeout_s: int = 30,
+        page_size: int = 500,
+        replicas: int | None = None,
+        workload_kind: str | None = None,
+        pod_resources: Path | None = None,
+        clock: Callable[[], float] = time.time,
+        state_file: Path | None = None,
+        nodes: bool = False,
+        node_name: str | None = None,
+        pod_resources_socket: Path | None = None,
+        dra: bool = False,
+        dra_api: Any = None,
+    ) -> None:
         if watch_timeout_s < 1:
             raise ValueError("watch_timeout_s must be at least 1 second")
         if pod_resources is not None and pod_resources_socket is not None:
@@ -134,10 +159,28 @@ class PodWatcher:
         self.resource_version: str | None = None
         self._clock = clock
         self._known: dict[str, dict[str, Any]] = {}  # "<ns>/<name>" -> last object of each GPU pod
-        self.devices = _device_lookup(pod_resources, pod_resources_socket, self.tracker, node_name,
-                                      followed=lambda: {tuple(key.split("/", 1)) for key in self._known})
+        self.devices = _device_lookup(
+            pod_resources,
+            pod_resources_socket,
+            self.tracker,
+            node_name,
+            followed=lambda: {tuple(key.split("/", 1)) for key in self._known},
+        )
         self._confirmed: datetime | None = None  # the last successful poll: known pods existed then
+        self._claim_warnings: list[str] = []  # of claims listed again within this poll
         self.nodes = NodeStates(cluster, node=node_name) if nodes else None
+        # dra_api: anything with list_cluster_custom_object (default: the client's, over api's connection)
+        self.claims = (
+            ClaimLister(
+                dra_api if dra_api is not None else custom_objects(api),
+                self.tracker,
+                namespace=namespace,
+                node=node_name,
+                page_size=page_size,
+            )
+            if dra
+            else None
+        )
         self._state = StateFile(state_file)
         saved = self._state.load()
         if saved:
@@ -154,14 +197,24 @@ class PodWatcher:
     def poll(self) -> Batch:
         if self.devices is not None:
             self.devices.refresh()
+        warnings = self.claims.refresh() if self.claims is not None else []
         batch = self._relist() if self.resource_version is None else self._watch()
+        batch.warnings[:0] = warnings + self._claim_warnings
+        self._claim_warnings = []
+        no_gpu = self.tracker.no_gpu_note()
+        if no_gpu:  # said per poll: the set would otherwise grow with every pod the cluster ever ran
+            batch.result.note(no_gpu)
+            self.tracker.without_gpu.clear()
         self._confirmed = self._now()
         if self.nodes is not None:
             self.nodes.poll(self.api, self._confirmed, batch)
-        saved = {"known": dict(self._known), "tracker": self.tracker.export_state(),
-                 "confirmed_at": self._confirmed.isoformat(),
-                 "node_states": dict(self.nodes.passed_on) if self.nodes else {},
-                 "devices": self.devices.export_state() if self.devices else []}
+        saved = {
+            "known": dict(self._known),
+            "tracker": self.tracker.export_state(),
+            "confirmed_at": self._confirmed.isoformat(),
+            "node_states": dict(self.nodes.passed_on) if self.nodes else {},
+            "devices": self.devices.export_state() if self.devices else [],
+        }
         batch.commit = lambda: self._state.save(saved)
         return batch
 
@@ -192,6 +245,7 @@ class PodWatcher:
         for key in [k for k, p in self._known.items() if present.get(k, "\0") != _meta(p).get("uid")]:
             result.extend(self.tracker.observe(self._known.pop(key), deleted=True, observed_at=gone_at))
         for pod in sorted(items, key=_creation_order):
+            self._ensure_claims(pod)
             self._remember(pod, deleted=False)
             result.extend(self.tracker.observe(pod, observed_at=observed, origin="list"))
         self.resource_version = version
@@ -208,8 +262,12 @@ class PodWatcher:
         items: list[dict[str, Any]] = []
         token: str | None = None
         while True:
-            kwargs: dict[str, Any] = {"limit": self.page_size, "_preload_content": False,
-                                      "_request_timeout": 60, **self._selector()}
+            kwargs: dict[str, Any] = {
+                "limit": self.page_size,
+                "_preload_content": False,
+                "_request_timeout": 60,
+                **self._selector(),
+            }
             if token:
                 kwargs["_continue"] = token
             try:
@@ -237,9 +295,14 @@ class PodWatcher:
         received = 0
         try:
             response = self._list_call()(
-                watch=True, resource_version=start_version, allow_watch_bookmarks=True,
-                timeout_seconds=self.watch_timeout_s, _preload_content=False,
-                _request_timeout=self.watch_timeout_s + 30, **self._selector())
+                watch=True,
+                resource_version=start_version,
+                allow_watch_bookmarks=True,
+                timeout_seconds=self.watch_timeout_s,
+                _preload_content=False,
+                _request_timeout=self.watch_timeout_s + 30,
+                **self._selector(),
+            )
             try:
                 for event in _events(response):
                     if event.get("type") == "ERROR":
@@ -278,6 +341,7 @@ class PodWatcher:
         if isinstance(meta, dict) and meta.get("resourceVersion"):
             self.resource_version = str(meta["resourceVersion"])
         if event.get("type") in ("ADDED", "MODIFIED", "DELETED") and isinstance(obj, dict):
+            self._ensure_claims(obj)
             self._remember(obj, deleted=event.get("type") == "DELETED")
         result.extend(self.tracker.feed(event, observed_at=self._now(), origin="watch"))
 
@@ -289,11 +353,15 @@ class PodWatcher:
             self._known.pop(key, None)
             return
         try:
-            holds_gpu = read_pod(pod) is not None
+            holds_gpu = self.tracker.read(pod) is not None
         except RECORD_ERRORS:
             holds_gpu = False
         if holds_gpu:
             self._known[key] = pod
+
+    def _ensure_claims(self, pod: dict[str, Any]) -> None:
+        if self.claims is not None:
+            self._claim_warnings += self.claims.ensure(pod)
 
     def _now(self) -> datetime:
         return datetime.fromtimestamp(self._clock(), UTC)
@@ -307,8 +375,9 @@ class PodWatcher:
             close()
 
 
-def _device_lookup(file: Path | None, socket: Path | None, tracker: PodTracker, node: str | None,
-                   followed: Callable[[], Any]) -> DeviceLookup | None:
+def _device_lookup(
+    file: Path | None, socket: Path | None, tracker: PodTracker, node: str | None, followed: Callable[[], Any]
+) -> DeviceLookup | None:
     source: DeviceSource
     if socket is not None:
         from pipelines.collectors.podresources.client import PodResourcesSocket  # grpcio: the collect extra
@@ -357,8 +426,9 @@ def _error_status(status: Any) -> Exception:
 
     status = status if isinstance(status, dict) else {}
     code = status.get("code")
-    return ApiException(status=code if isinstance(code, int) else 500,
-                        reason=f"{status.get('reason')}: {status.get('message')}")
+    return ApiException(
+        status=code if isinstance(code, int) else 500, reason=f"{status.get('reason')}: {status.get('message')}"
+    )
 
 
 def _one_line(exc: BaseException) -> str:

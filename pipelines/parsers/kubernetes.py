@@ -8,6 +8,11 @@ Accepted input (auto-detected; anything else raises ``NotThisFormat``):
 * a single Pod object (``kubectl get pod x -o json``), or several concatenated;
 * a node list (``{"kind": "NodeList"}`` or ``kubectl get nodes -o json``): one ``node.state``
   per node (:mod:`pipelines.parsers.kubernetes_nodes`: NotReady, cordoned, its physical GPUs);
+* ResourceClaims and ResourceSlices (``kubectl get resourceclaims -A -o json``, ``kubectl get
+  resourceslices -o json``: ``kind: List`` or ``ResourceClaimList``/``ResourceSliceList``, or bare
+  objects), in the same input as the pods or in inputs given with them (:func:`parse_files`): the
+  GPUs pods hold through DRA claims (:mod:`pipelines.parsers.kubernetes_dra`). Alone, without pods,
+  they give no event and a note saying the pods are needed;
 * watch events ``{"type": "ADDED"|"MODIFIED"|"DELETED"|"BOOKMARK"|"ERROR", "object": {...}}``, one
   per line (the API's watch stream) or pretty-printed one after another (``kubectl get pods -w
   --output-watch-events -o json``). A line may carry an extra ``"time"`` key (RFC 3339) saying
@@ -18,7 +23,8 @@ Job retries are numbered by creation; watch events are fed in file order. Every 
 stream is seen, so every container restart is an attempt boundary; a snapshot shows only the last
 terminated run (see :mod:`pipelines.parsers.kubernetes_tracker` for the attempt scheme, and
 :mod:`pipelines.parsers.kubernetes_pod` / :mod:`pipelines.parsers.kubernetes_outcome` for GPUs,
-device ids, owners and failure classes). Pods without GPU resources produce no events.
+device ids, owners and failure classes). Pods holding no GPU (no GPU resource, no GPU claim)
+produce no events, and one note counting them.
 
 A value that is not valid JSON (a truncated last line, say) or not a pod/watch event is a dead
 letter with its line number in ``origin``; the rest of the file is still parsed.
@@ -33,16 +39,18 @@ any time on it).
 from __future__ import annotations
 
 import json
-from collections.abc import Container, Iterator
+from collections.abc import Container, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 import orjson
 
 from pipelines.parsers.base import NotThisFormat, ParseResult
+from pipelines.parsers.kubernetes_dra import LIST_KINDS, is_dra_object
 from pipelines.parsers.kubernetes_nodes import is_node, node_state
 from pipelines.parsers.kubernetes_tracker import SOURCE, TOPIC, WATCH_TYPES, DeviceMap, PodTracker
 from pipelines.parsers.sched_events import (
+    RECORD_ERRORS,
     add_record_events,
     as_dict,
     decode_text,
@@ -58,45 +66,100 @@ _LAST = datetime.max.replace(tzinfo=UTC)
 
 
 def parse(data: bytes | str, *, cluster: str, origin: str | None = None, **hints: Any) -> ParseResult:
-    """Parse a pod list, pod object(s) or a watch-event stream."""
-    with gc_paused(data):
-        return _parse(decode_text(data, "Kubernetes JSON"), cluster=cluster, origin=origin, hints=hints)
+    """Parse a pod list, pod object(s) or a watch-event stream (with claims and slices, if any)."""
+    return parse_files([(data, origin)], cluster=cluster, **hints)
 
 
-def _parse(text: str, *, cluster: str, origin: str | None, hints: dict[str, Any]) -> ParseResult:
-    values = list(_json_values(text))
-    if not any(_shape(value) for value, _, _ in values):
-        raise NotThisFormat("not Kubernetes JSON: no pod list, Pod object or watch event found")
-    tracker = PodTracker(cluster=cluster, replicas=hints.get("replicas"),
-                         workload_kind=hints.get("workload_kind"))
+def parse_files(inputs: Sequence[tuple[bytes | str, str | None]], *, cluster: str, **hints: Any) -> ParseResult:
+    """Parse several inputs ``(data, origin)`` as one: pods in one file, their ResourceClaims and
+    ResourceSlices in others (``kubectl get pods|resourceclaims|resourceslices -o json``). Every
+    input must be Kubernetes JSON; claims and slices are read before any pod."""
+    values: list[tuple[Any, str, str | None]] = []
+    for data, origin in inputs:
+        with gc_paused(data):
+            found = list(_json_values(decode_text(data, "Kubernetes JSON")))
+        if not any(_shape(value) for value, _, _ in found):
+            where = f"{origin}: " if origin and len(inputs) > 1 else ""
+            raise NotThisFormat(
+                f"{where}not Kubernetes JSON: no pod list, Pod object, ResourceClaim, "
+                "ResourceSlice or watch event found"
+            )
+        values += [(value, raw, f"{origin}:{line}" if origin else None) for value, raw, line in found]
+    return _parse(values, cluster=cluster, hints=hints)
+
+
+def _parse(values: list[tuple[Any, str, str | None]], *, cluster: str, hints: dict[str, Any]) -> ParseResult:
+    tracker = PodTracker(cluster=cluster, replicas=hints.get("replicas"), workload_kind=hints.get("workload_kind"))
     if hints.get("devices"):
         tracker.set_devices(hints["devices"])
     observed_at = hint_time(hints)
     result = ParseResult()
+    _read_dra(values, tracker, result)
     snapshot: list[tuple[dict[str, Any], str | None]] = []
-    for value, raw, line in values:
-        where = f"{origin}:{line}" if origin else None
+    pods = 0
+    for value, raw, where in values:
         shape = _shape(value)
         if shape == "watch":
-            result.extend(tracker.feed(value, observed_at=observed_at, raw=raw, origin=where))
-        elif shape == "list":
+            if not is_dra_object(value.get("object")):
+                pods += 1
+                result.extend(tracker.feed(value, observed_at=observed_at, raw=raw, origin=where))
+        elif shape == "list" and value["kind"] not in LIST_KINDS:
             for item in value["items"]:
                 if _is_pod(item):
                     snapshot.append((item, where))
                 elif is_node(item):
                     _add_node(result, item, cluster, observed_at, where)
                 elif not isinstance(item, dict) or "kind" not in item:  # other kinds are skipped
-                    result.reject(topic=TOPIC.name, source=SOURCE, reason="list item is not a pod",
-                                  raw=raw_text(item), origin=where)
+                    result.reject(
+                        topic=TOPIC.name,
+                        source=SOURCE,
+                        reason="list item is not a pod",
+                        raw=raw_text(item),
+                        origin=where,
+                    )
         elif shape == "pod":
             snapshot.append((value, where))
-        else:
+        elif shape is None:
             reason = "not valid JSON" if value is _INVALID else "not a pod, pod list or watch event"
             result.reject(topic=TOPIC.name, source=SOURCE, reason=reason, raw=raw, origin=where)
     snapshot.sort(key=lambda item: _creation(item[0]))
     for pod, where in snapshot:
         result.extend(tracker.observe(pod, observed_at=observed_at, origin=where))
+    if tracker.dra and not snapshot and not pods:
+        result.note(
+            "ResourceClaims and ResourceSlices alone attribute nothing: give the pods that hold them "
+            "(`kubectl get pods -A -o json`) in the same ingest (several --file, or a directory)"
+        )
+    no_gpu = tracker.no_gpu_note()
+    if no_gpu:
+        result.note(no_gpu)
     return result
+
+
+def _read_dra(values: list[tuple[Any, str, str | None]], tracker: PodTracker, result: ParseResult) -> None:
+    """Every ResourceClaim and ResourceSlice of the inputs (listed, bare, or in watch events) into
+    the tracker's inventory; a malformed one is a dead letter."""
+    for value, raw, where in values:
+        shape = _shape(value)
+        if shape == "list":
+            objs = _dra_items(value)
+        elif shape == "dra":
+            objs = [value]
+        elif shape == "watch" and is_dra_object(value.get("object")) and value["type"] != "DELETED":
+            objs = [value["object"]]
+        else:
+            continue
+        for obj in objs:
+            try:
+                tracker.dra.add(obj)
+            except RECORD_ERRORS as exc:
+                result.reject(
+                    topic=TOPIC.name,
+                    source=SOURCE,
+                    reason=f"{obj.get('kind')}: {exc}",
+                    raw=raw_text(obj) if shape == "list" else raw,
+                    origin=where,
+                )
 
 
 def parse_pod_resources(obj: Any) -> dict[tuple[str, str, str], list[str]]:
@@ -128,8 +191,9 @@ def parse_pod_resources(obj: Any) -> dict[tuple[str, str, str], list[str]]:
     return devices
 
 
-def merge_pod_resources(known: DeviceMap, answer: DeviceMap,
-                        keep: Container[tuple[str, str]]) -> dict[tuple[str, str, str], list[str]]:
+def merge_pod_resources(
+    known: DeviceMap, answer: DeviceMap, keep: Container[tuple[str, str]]
+) -> dict[tuple[str, str, str], list[str]]:
     """A newer PodResources answer merged into what was known (pure).
 
     A pod the answer names gets exactly the ids it names (a container it no longer lists is
@@ -220,8 +284,10 @@ def _loads(line: str) -> Any:
 def _shape(value: Any) -> str | None:
     if not isinstance(value, dict):
         return None
-    if value.get("kind") in ("PodList", "NodeList", "List") and isinstance(value.get("items"), list):
+    if value.get("kind") in ("PodList", "NodeList", "List", *LIST_KINDS) and isinstance(value.get("items"), list):
         return "list"
+    if is_dra_object(value):
+        return "dra"
     if isinstance(value.get("type"), str) and value["type"] in WATCH_TYPES and "object" in value:
         return "watch"
     if _is_pod(value) and isinstance(value.get("metadata"), dict):
@@ -229,8 +295,16 @@ def _shape(value: Any) -> str | None:
     return None
 
 
-def _add_node(result: ParseResult, node: dict[str, Any], cluster: str, observed_at: datetime | None,
-              where: str | None) -> None:
+def _dra_items(value: dict[str, Any]) -> list[dict[str, Any]]:
+    """The claims and slices of a list; items of a typed list (the API's) carry no kind."""
+    kind = str(value["kind"]).removesuffix("List") if value["kind"] in LIST_KINDS else None
+    items = [{**item, "kind": kind} if kind and isinstance(item, dict) else item for item in value["items"]]
+    return [item for item in items if is_dra_object(item)]
+
+
+def _add_node(
+    result: ParseResult, node: dict[str, Any], cluster: str, observed_at: datetime | None, where: str | None
+) -> None:
     try:
         obj = node_state(node, cluster=cluster, observed_at=observed_at)
     except (ValueError, TypeError) as exc:
@@ -253,4 +327,4 @@ def _creation(pod: dict[str, Any]) -> tuple[datetime, str]:
     return created, str(meta.get("name"))
 
 
-__all__ = ["PodTracker", "merge_pod_resources", "parse", "parse_pod_resources"]
+__all__ = ["PodTracker", "merge_pod_resources", "parse", "parse_files", "parse_pod_resources"]

@@ -25,6 +25,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from pipelines.events import mig_fraction
+from pipelines.parsers.kubernetes_dra import DraInventory, Held
 from pipelines.parsers.sched_events import parse_rfc3339
 
 GPU = "nvidia.com/gpu"
@@ -81,6 +82,7 @@ class PodView:
     gpus: list[dict[str, Any]]
     conditions: list[dict[str, Any]] = field(default_factory=list)
     latest_time: datetime | None = None  # the latest timestamp anywhere in the status
+    held: Held = field(default_factory=Held)  # through DRA ResourceClaims (claims, device ids, notes)
 
     @property
     def key(self) -> str:
@@ -91,11 +93,18 @@ class PodView:
         return sum(c.restart_count for c in self.containers)
 
 
-def read_pod(pod: dict[str, Any], *, replicas: int | None = None) -> PodView | None:
-    """The pod's values, or None when it requests no GPU. Raises ValueError on a malformed pod."""
+def read_pod(pod: dict[str, Any], *, replicas: int | None = None, dra: DraInventory | None = None) -> PodView | None:
+    """The pod's values, or None when it holds no GPU (by resources, or by a ResourceClaim ``dra``
+    resolves). Raises ValueError on a malformed pod or a claim that cannot be resolved."""
     meta, spec, status = _obj(pod, "metadata"), _obj(pod, "spec"), _obj(pod, "status")
     annotations = _str_map(meta.get("annotations"), "annotations")
     gpus, gpu_names = pod_gpus(spec, annotations, replicas)
+    held = Held()
+    if dra is not None and spec.get("resourceClaims"):
+        placed = bool(status.get("startTime")) and bool(spec.get("nodeName"))
+        where = str(meta.get("namespace") or "default")
+        held = dra.held(where, spec, status, placed=placed, pod=f"{where}/{meta.get('name')}/{meta.get('uid')}")
+        gpus, gpu_names = gpus + held.gpus, gpu_names | held.containers
     if not gpus:
         return None
     name, namespace = _required(meta, "name"), _required(meta, "namespace")
@@ -103,32 +112,44 @@ def read_pod(pod: dict[str, Any], *, replicas: int | None = None) -> PodView | N
     app = [c.get("name") for c in _list(spec.get("containers")) if isinstance(c, dict)]
     watched = [n for n in app if n in gpu_names] or app
     containers = [_container(str(n), statuses.get(n) or {}) for n in watched]
-    owner = next((ref for ref in _list(meta.get("ownerReferences")) if isinstance(ref, dict)
-                  and ref.get("controller", True)), {})
+    owner = next(
+        (ref for ref in _list(meta.get("ownerReferences")) if isinstance(ref, dict) and ref.get("controller", True)), {}
+    )
     labels = _str_map(meta.get("labels"), "labels")
     deletion = parse_rfc3339(meta.get("deletionTimestamp"))
     grace = meta.get("deletionGracePeriodSeconds")
     requested = deletion - timedelta(seconds=grace) if deletion and isinstance(grace, int) else deletion
     return PodView(
-        namespace=namespace, name=name, uid=meta.get("uid") if isinstance(meta.get("uid"), str) else None,
-        created=parse_rfc3339(meta.get("creationTimestamp")), start=parse_rfc3339(status.get("startTime")),
-        node=_opt_str(spec.get("nodeName")), deletion=deletion,
+        namespace=namespace,
+        name=name,
+        uid=meta.get("uid") if isinstance(meta.get("uid"), str) else None,
+        created=parse_rfc3339(meta.get("creationTimestamp")),
+        start=parse_rfc3339(status.get("startTime")),
+        node=_opt_str(spec.get("nodeName")),
+        deletion=deletion,
         deletion_requested=requested,
-        phase=_opt_str(status.get("phase")), reason=_opt_str(status.get("reason")),
+        phase=_opt_str(status.get("phase")),
+        reason=_opt_str(status.get("reason")),
         message=_opt_str(status.get("message")),
         restart_policy=_opt_str(spec.get("restartPolicy")) or "Always",
-        labels=labels, annotations=annotations,
-        owner_kind=_opt_str(owner.get("kind")), owner_name=_opt_str(owner.get("name")),
+        labels=labels,
+        annotations=annotations,
+        owner_kind=_opt_str(owner.get("kind")),
+        owner_name=_opt_str(owner.get("name")),
         completion_index=annotations.get("batch.kubernetes.io/job-completion-index")
         or labels.get("batch.kubernetes.io/job-completion-index"),
-        priority_class=_opt_str(spec.get("priorityClassName")), containers=containers,
-        gpus=gpus, conditions=[c for c in _list(status.get("conditions")) if isinstance(c, dict)],
+        priority_class=_opt_str(spec.get("priorityClassName")),
+        containers=containers,
+        gpus=gpus,
+        conditions=[c for c in _list(status.get("conditions")) if isinstance(c, dict)],
         latest_time=_latest_time(status),
+        held=held,
     )
 
 
-def pod_gpus(spec: dict[str, Any], annotations: dict[str, str], replicas: int | None
-             ) -> tuple[list[dict[str, Any]], set[str]]:
+def pod_gpus(
+    spec: dict[str, Any], annotations: dict[str, str], replicas: int | None
+) -> tuple[list[dict[str, Any]], set[str]]:
     """The pod's GpuRequest dicts and the names of the app containers that hold GPUs."""
     replicas = _replicas(annotations.get(REPLICAS_ANNOTATION), replicas)
     product = _obj(spec, "nodeSelector").get(PRODUCT_SELECTOR)
@@ -143,10 +164,17 @@ def pod_gpus(spec: dict[str, Any], annotations: dict[str, str], replicas: int | 
         for key, count in container_gpus(container).items():
             init[key] = max(init.get(key, 0), count)
     merged = {key: max(app.get(key, 0), init.get(key, 0)) for key in sorted({*app, *init}, key=str)}
-    gpus = [{"kind": kind, "count": count, "profile": profile,
-             "replicas": replicas if kind == "shared" else None,
-             "gpu_type": product if isinstance(product, str) else None}
-            for (kind, profile), count in merged.items() if count > 0]
+    gpus = [
+        {
+            "kind": kind,
+            "count": count,
+            "profile": profile,
+            "replicas": replicas if kind == "shared" else None,
+            "gpu_type": product if isinstance(product, str) else None,
+        }
+        for (kind, profile), count in merged.items()
+        if count > 0
+    ]
     return gpus, holders
 
 
@@ -165,7 +193,7 @@ def container_gpus(container: Any) -> dict[tuple[str, str | None], int]:
         elif resource == SHARED:
             key = ("shared", None)
         elif isinstance(resource, str) and resource.startswith(MIG_PREFIX):
-            profile = resource[len(MIG_PREFIX):]
+            profile = resource[len(MIG_PREFIX) :]
             mig_fraction(profile)  # raises ValueError for a malformed profile
             key = ("mig", profile)
         else:
@@ -196,7 +224,9 @@ def _container(name: str, status: dict[str, Any]) -> GpuContainer:
     if not _is_int(restarts) or restarts < 0:
         raise ValueError(f"container {name}: bad restartCount {restarts!r}")
     return GpuContainer(
-        name=name, restart_count=restarts, terminated=_run(_state(status, "terminated")),
+        name=name,
+        restart_count=restarts,
+        terminated=_run(_state(status, "terminated")),
         last_terminated=_run(_obj(status, "lastState").get("terminated")),
         running_since=parse_rfc3339(running.get("startedAt")) if running else None,
     )
@@ -208,15 +238,18 @@ def _run(terminated: Any) -> Run | None:
     code, signal = terminated.get("exitCode"), terminated.get("signal")
     if (code is not None and not _is_int(code)) or (signal is not None and not _is_int(signal)):
         raise ValueError("terminated state with a non-integer exitCode/signal")
-    return Run(started=parse_rfc3339(terminated.get("startedAt")),
-               finished=parse_rfc3339(terminated.get("finishedAt")),
-               reason=_opt_str(terminated.get("reason")), exit_code=code, signal=signal or None,
-               message=_opt_str(terminated.get("message")))
+    return Run(
+        started=parse_rfc3339(terminated.get("startedAt")),
+        finished=parse_rfc3339(terminated.get("finishedAt")),
+        reason=_opt_str(terminated.get("reason")),
+        exit_code=code,
+        signal=signal or None,
+        message=_opt_str(terminated.get("message")),
+    )
 
 
 def _latest_time(status: dict[str, Any]) -> datetime | None:
-    times = [parse_rfc3339(c.get("lastTransitionTime")) for c in _list(status.get("conditions"))
-             if isinstance(c, dict)]
+    times = [parse_rfc3339(c.get("lastTransitionTime")) for c in _list(status.get("conditions")) if isinstance(c, dict)]
     for container in _list(status.get("containerStatuses")):
         if isinstance(container, dict):
             run = _run(_state(container, "terminated"))
@@ -251,8 +284,7 @@ def _list(value: Any) -> list[Any]:
 def _str_map(value: Any, what: str) -> dict[str, str]:
     if value is None:
         return {}
-    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str)
-                                              for k, v in value.items()):
+    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
         raise ValueError(f"{what} must map strings to strings")
     return dict(value)
 

@@ -50,6 +50,7 @@ from pipelines import topics
 from pipelines.events import GpuRequest
 from pipelines.parsers import kubernetes_outcome as out
 from pipelines.parsers.base import ParseResult
+from pipelines.parsers.kubernetes_dra import DraInventory
 from pipelines.parsers.kubernetes_pod import DEVICES_ANNOTATION, PodView, read_pod
 from pipelines.parsers.sched_events import (
     RECORD_ERRORS,
@@ -83,8 +84,9 @@ class _PodState:
 class PodTracker:
     """Turns a sequence of pod observations into allocation events (see the module docstring)."""
 
-    def __init__(self, *, cluster: str, replicas: int | None = None, workload_kind: str | None = None,
-                 max_groups: int = 200_000) -> None:
+    def __init__(
+        self, *, cluster: str, replicas: int | None = None, workload_kind: str | None = None, max_groups: int = 200_000
+    ) -> None:
         if workload_kind is not None and workload_kind not in out.WORKLOAD_KINDS:
             kinds = ", ".join(sorted(out.WORKLOAD_KINDS))
             raise ValueError(f"workload_kind must be one of {kinds}, not {workload_kind!r}")
@@ -97,26 +99,33 @@ class PodTracker:
         self._pods: dict[str, _PodState] = {}
         self._groups: OrderedDict[str, dict[str, int]] = OrderedDict()  # group -> member -> attempts used
         self._devices: dict[tuple[str, str, str], list[str]] = {}
+        self.dra = DraInventory()  # ResourceClaims and ResourceSlices: GPUs held through claims
+        self.without_gpu: set[str] = set()  # "<namespace>/<name>" of pods seen holding no GPU
         self._restored: dict[str, tuple[str | None, set[str]]] = {}  # key -> (uid, ids emitted before a restart)
 
     def export_state(self) -> dict[str, Any]:
         """What a restart needs: the attempts used per group and member (numbering), and the ids
         already emitted for each pod still followed (a restarted collector's first list then
         emits only what is new about them)."""
-        return {"groups": {group: dict(members) for group, members in self._groups.items()},
-                "emitted": {key: {"uid": state.uid, "ids": sorted(state.emitted)}
-                            for key, state in self._pods.items() if state.emitted}}
+        return {
+            "groups": {group: dict(members) for group, members in self._groups.items()},
+            "emitted": {
+                key: {"uid": state.uid, "ids": sorted(state.emitted)}
+                for key, state in self._pods.items()
+                if state.emitted
+            },
+        }
 
     def import_state(self, state: Mapping[str, Any]) -> None:
         groups = state.get("groups")
-        for group, members in (groups.items() if isinstance(groups, dict) else ()):
+        for group, members in groups.items() if isinstance(groups, dict) else ():
             if isinstance(members, dict):
                 known = self._groups.setdefault(str(group), {})
                 for member, used in members.items():
                     if isinstance(used, int):
                         known[str(member)] = max(known.get(str(member), 1), used)
         emitted = state.get("emitted")
-        for key, saved in (emitted.items() if isinstance(emitted, dict) else ()):
+        for key, saved in emitted.items() if isinstance(emitted, dict) else ():
             if isinstance(saved, dict) and isinstance(saved.get("ids"), list):
                 self._restored[str(key)] = (saved.get("uid"), {str(i) for i in saved["ids"]})
 
@@ -128,15 +137,31 @@ class PodTracker:
         """Whether ``pod`` is placed (on ``node``, when given) and holds GPUs in a container the
         device map does not name: a device source asked before the pod was admitted."""
         try:
-            view = read_pod(pod, replicas=self.replicas) if isinstance(pod, dict) else None
+            view = self.read(pod) if isinstance(pod, dict) else None
         except RECORD_ERRORS:
             return False  # it will be a dead letter, with or without devices
         if view is None or view.start is None or view.node is None or node not in (None, view.node):
             return False
+        if len(view.gpus) == len(view.held.gpus):
+            return False  # only claims: the kubelet's device plugin list never names their devices
         return any((view.namespace, view.name, c.name) not in self._devices for c in view.containers)
 
-    def feed(self, event: Any, *, observed_at: datetime | None = None, raw: str | None = None,
-             origin: str | None = None) -> ParseResult:
+    def read(self, pod: dict[str, Any]) -> PodView | None:
+        """The pod as :func:`read_pod` reads it with this tracker's settings and claims."""
+        return read_pod(pod, replicas=self.replicas, dra=self.dra)
+
+    def no_gpu_note(self) -> str | None:
+        """What to say about the pods seen holding no GPU, if any."""
+        if not self.without_gpu:
+            return None
+        return (
+            f"{len(self.without_gpu)} pod(s) hold no GPU (no nvidia.com/gpu or MIG resource, no GPU claim): "
+            "nothing to attribute for them"
+        )
+
+    def feed(
+        self, event: Any, *, observed_at: datetime | None = None, raw: str | None = None, origin: str | None = None
+    ) -> ParseResult:
         """One watch event ``{"type": .., "object": ..}``."""
         raw = raw if raw is not None else raw_text(event)
         result = ParseResult()
@@ -150,8 +175,9 @@ class PodTracker:
         if kind == "ERROR":
             message = obj.get("message") if isinstance(obj, dict) else None
             code = obj.get("code") if isinstance(obj, dict) else None
-            result.reject(topic=TOPIC.name, source=SOURCE, reason=f"watch ERROR event {code}: {message}",
-                          raw=raw, origin=origin)
+            result.reject(
+                topic=TOPIC.name, source=SOURCE, reason=f"watch ERROR event {code}: {message}", raw=raw, origin=origin
+            )
             return result
         try:
             seen = parse_rfc3339(event.get("time")) or observed_at
@@ -160,18 +186,30 @@ class PodTracker:
             return result
         return self.observe(obj, deleted=kind == "DELETED", observed_at=seen, raw=raw, origin=origin)
 
-    def observe(self, pod: Any, *, deleted: bool = False, observed_at: datetime | None = None,
-                raw: str | None = None, origin: str | None = None) -> ParseResult:
+    def observe(
+        self,
+        pod: Any,
+        *,
+        deleted: bool = False,
+        observed_at: datetime | None = None,
+        raw: str | None = None,
+        origin: str | None = None,
+    ) -> ParseResult:
         """One pod object as observed (``deleted``: it came in a DELETED event)."""
         result = ParseResult()
         raw = raw if raw is not None else raw_text(pod)
         try:
             if not isinstance(pod, dict):
                 raise ValueError("pod is not an object")
-            view = read_pod(pod, replicas=self.replicas)
-            if view is None:
-                return result  # no GPU: nothing to attribute
+            view = self.read(pod)
+            if view is None:  # no GPU: nothing to attribute
+                meta = pod.get("metadata")
+                if isinstance(meta, dict):
+                    self.without_gpu.add(f"{meta.get('namespace') or 'default'}/{meta.get('name')}")
+                return result
             objs = self._step(view, deleted, observed_at)
+            for note in view.held.notes:
+                result.note(note)
         except RECORD_ERRORS as exc:
             result.reject(topic=TOPIC.name, source=SOURCE, reason=str(exc), raw=raw, origin=origin)
             return result
@@ -187,9 +225,13 @@ class PodTracker:
         base = self._base(view, state)
         objs: list[dict[str, Any]] = []
         if view.created is not None:
-            objs.append(self._envelope("allocation.pending", view.created,
-                                       {**base, "attempt": state.base + 1, "state": "pending",
-                                        "scheduler_state": "Pending"}))
+            objs.append(
+                self._envelope(
+                    "allocation.pending",
+                    view.created,
+                    {**base, "attempt": state.base + 1, "state": "pending", "scheduler_state": "Pending"},
+                )
+            )
         ended = out.pod_ended(view, deleted)
         if view.start is None or view.node is None:
             self._commit(view, state, objs, ended=ended, deleted=deleted)
@@ -199,8 +241,9 @@ class PodTracker:
         start = state.attempt_start or view.start
         open_attempt = state.open_attempt
         if restarts > state.restarts:
-            for local, begin, end, outcome in _restart_attempts(view, state.restarts, restarts, start,
-                                                                open_attempt, observed_at):
+            for local, begin, end, outcome in _restart_attempts(
+                view, state.restarts, restarts, start, open_attempt, observed_at
+            ):
                 objs += self._attempt(placed, state.base + local, begin, end, outcome)
                 start = end
         local = restarts + 1
@@ -214,18 +257,19 @@ class PodTracker:
         self._commit(view, state, objs, ended=ended, deleted=deleted)
         return objs
 
-    def _attempt(self, placed: dict[str, Any], attempt: int, start: datetime, end: datetime | None,
-                 outcome: out.Outcome | None) -> list[dict[str, Any]]:
-        running = {**placed, "attempt": attempt, "state": "running", "start_time": start,
-                   "scheduler_state": "Running"}
+    def _attempt(
+        self, placed: dict[str, Any], attempt: int, start: datetime, end: datetime | None, outcome: out.Outcome | None
+    ) -> list[dict[str, Any]]:
+        running = {**placed, "attempt": attempt, "state": "running", "start_time": start, "scheduler_state": "Running"}
         objs = [self._envelope("allocation.running", start, running)]
         if end is not None and outcome is not None:
             ended = {**running, "state": "ended", "end_time": end, **outcome.fields()}
             objs.append(self._envelope("allocation.ended", end, ended))
         return objs
 
-    def _commit(self, view: PodView, state: _PodState, objs: list[dict[str, Any]], *, ended: bool,
-                deleted: bool) -> None:
+    def _commit(
+        self, view: PodView, state: _PodState, objs: list[dict[str, Any]], *, ended: bool, deleted: bool
+    ) -> None:
         """Drop already-emitted ids from ``objs`` (in place) and record the pod's new state."""
         objs[:] = [obj for obj in objs if obj["id"] not in state.emitted]
         state.emitted.update(obj["id"] for obj in objs)
@@ -234,6 +278,7 @@ class PodTracker:
         state.ended = state.ended or ended
         if deleted:  # the group stays: a pod re-created under this name continues its attempts
             self._pods.pop(view.key, None)
+            self.dra.forget(f"{view.key}/{view.uid}")
 
     def _state_for(self, view: PodView) -> _PodState:
         state = self._pods.get(view.key)
@@ -247,8 +292,7 @@ class PodTracker:
         member = view.uid or view.key
         base = sum(used for name, used in members.items() if name != member)
         members.setdefault(member, 1)
-        state = _PodState(uid=view.uid, group=group, member=member, base=base, logical=logical,
-                          job_name=job_name)
+        state = _PodState(uid=view.uid, group=group, member=member, base=base, logical=logical, job_name=job_name)
         restored_uid, emitted = self._restored.pop(view.key, (None, set()))
         if restored_uid == view.uid:  # the same pod as before the restart, not one re-created under its name
             state.emitted = emitted
@@ -257,28 +301,37 @@ class PodTracker:
 
     def _base(self, view: PodView, state: _PodState) -> dict[str, Any]:
         requested = sum(_equivalents(g) for g in view.gpus)
-        base = {"scheduler": "kubernetes", "job_id": view.key, "logical_job": state.logical,
-                "job_name": state.job_name, "submit_time": view.created, "requested_gpus": requested,
-                "owner": out.owner(view, self.workload_kind)}
+        base: dict[str, Any] = {
+            "scheduler": "kubernetes",
+            "job_id": view.key,
+            "logical_job": state.logical,
+            "job_name": state.job_name,
+            "submit_time": view.created,
+            "requested_gpus": requested,
+            "owner": out.owner(view, self.workload_kind),
+        }
         if view.uid:
             base["uid"] = view.uid
+        if view.held.claims:
+            base["claims"] = list(view.held.claims)
         return base
 
     def _device_ids(self, view: PodView) -> list[str]:
-        known = [device for c in view.containers
-                 for device in self._devices.get((view.namespace, view.name, c.name), [])]
-        if known:
-            return known
-        annotation = view.annotations.get(DEVICES_ANNOTATION, "")
-        return [part.strip() for part in annotation.split(",") if part.strip()]
+        known = [
+            device for c in view.containers for device in self._devices.get((view.namespace, view.name, c.name), [])
+        ]
+        if not known:
+            annotation = view.annotations.get(DEVICES_ANNOTATION, "")
+            known = [part.strip() for part in annotation.split(",") if part.strip()]
+        return known + [device for device in view.held.device_ids if device not in known]
 
     def _envelope(self, event_type: str, time: datetime, data: dict[str, Any]) -> dict[str, Any]:
-        return allocation_envelope(source=SOURCE, event_type=event_type, cluster=self.cluster, time=time,
-                                   data=data)
+        return allocation_envelope(source=SOURCE, event_type=event_type, cluster=self.cluster, time=time, data=data)
 
 
-def _restart_attempts(view: PodView, seen: int, now: int, start: datetime, open_attempt: int | None,
-                      observed_at: datetime | None) -> list[tuple[int, datetime, datetime, out.Outcome]]:
+def _restart_attempts(
+    view: PodView, seen: int, now: int, start: datetime, open_attempt: int | None, observed_at: datetime | None
+) -> list[tuple[int, datetime, datetime, out.Outcome]]:
     """The attempts that ended between two observations: ``(local number, start, end, outcome)``."""
     runs = [c.last_terminated for c in view.containers if c.restart_count > 0 and c.last_terminated]
     last = max(runs, key=lambda r: (r.finished is not None, r.finished or start), default=None)

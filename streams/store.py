@@ -209,6 +209,21 @@ class Warehouse:
                 out.setdefault(node, []).append(p)
         return out
 
+    def node_replicas(self, cluster: str, nodes: Sequence[str]) -> dict[str, list[tuple[float, int]]]:
+        """Per node, the replicas per GPU its node states declare (time-slicing or MPS), as ascending
+        (epoch seconds, replicas) changes (``streams.attribution.attempts.NodeReplicas``)."""
+        out: dict[str, list[tuple[float, int]]] = {}
+        if not nodes:
+            return out
+        end = datetime(2200, 1, 1, tzinfo=UTC)
+        for node, time_ms, payload in self.query(
+            "attribution_node_states", {"cluster": cluster, "nodes": list(nodes), "end": end}
+        ):
+            replicas = orjson.loads(payload).get("gpu_replicas")
+            if isinstance(replicas, int):
+                out.setdefault(str(node), []).append((time_ms / 1000, replicas))
+        return out
+
     def node_inputs(
         self,
         cluster: str,

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipelines import events as ev
+from streams.attribution.attempts import attempt_fact
 from streams.attribution.compute import NodeInputs, NodeState, SampleRow, compute_range_full
 
 T0 = datetime(2026, 12, 4, 10, 0, tzinfo=UTC)
@@ -206,3 +207,18 @@ def test_capacity_is_the_physical_gpus_whatever_the_sharing(
     assert per_gpu == {"GPU-a": pytest.approx(W), "GPU-b": pytest.approx(W)}
     ((physical, _),) = result.windows.values()
     assert physical == 2
+
+
+def test_attempt_records_count_replicas_as_the_facts_do() -> None:
+    """A failed pod holding a replica on a node with 2 replicas, relabelled to 4 halfway: its attempt
+    record holds what its facts hold (half a GPU for 30 s, a quarter for 30 s), lost work too."""
+    failed = pod("a", device_ids=["GPU-a::0"], end=60)
+    failed = failed.model_copy(update={"outcome": "failure", "failure_reason": "oom"})
+    replicas = {"n1": [(W0 - 60, 2), (W0 + 30, 4)]}
+    fact = attempt_fact([failed], None, [], None, replicas)
+    assert fact.gpu_seconds == pytest.approx(30 / 2 + 30 / 4)
+    assert fact.lost_gpu_seconds == pytest.approx(fact.gpu_seconds)
+    assert fact.requested_gpus == pytest.approx(0.5)  # at its start
+    per_job, _, _ = run([failed], samples("GPU-a"), [state(-60, 2), state(30, 4)])
+    assert per_job == {"ns/a": pytest.approx(fact.gpu_seconds)}
+    assert attempt_fact([failed], None, [], None).gpu_seconds == pytest.approx(W / ev.DEFAULT_REPLICAS)

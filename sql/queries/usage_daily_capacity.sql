@@ -22,20 +22,28 @@ WITH
         WHERE type = 'node.state' AND job_id = '' AND time < {end:DateTime64(3, 'UTC')} + INTERVAL 1 DAY
           AND JSONExtract(payload, 'gpus', 'Nullable(Int64)') IS NOT NULL
     ),
+    -- per GPU, its hours' first and last sample: a sample lies in [window start − 24 h, window end)
+    -- exactly when some hour's span meets it (an hour is shorter than the interval)
     seen AS
     (
-        SELECT cluster, node, uuid, min(first_time) AS first_time, max(last_time) AS last_time
-        FROM gpu_inventory
-        WHERE hour >= toStartOfHour({start:DateTime64(3, 'UTC')} - INTERVAL 1 DAY)
-          AND hour < {end:DateTime64(3, 'UTC')} + INTERVAL 1 DAY
+        SELECT cluster, node, uuid, groupArray(first_time) AS firsts, groupArray(last_time) AS lasts
+        FROM
+        (
+            SELECT cluster, node, hour, uuid, min(first_time) AS first_time, max(last_time) AS last_time
+            FROM gpu_inventory
+            WHERE hour >= toStartOfHour({start:DateTime64(3, 'UTC')} - INTERVAL 1 DAY)
+              AND hour < {end:DateTime64(3, 'UTC')} + INTERVAL 1 HOUR
+            GROUP BY cluster, node, hour, uuid
+        )
         GROUP BY cluster, node, uuid
     ),
     inventory AS
     (
         SELECT w.cluster AS cluster, w.node AS node, w.window_start AS window_start,
                any(w.seconds) AS window_s, any(w.gpus) AS declared_gpus,
-               countIf(s.uuid != '' AND s.first_time < w.window_end
-                       AND s.last_time >= w.window_start - INTERVAL 1 DAY) AS seen_gpus
+               countIf(s.uuid != '' AND arrayExists((f, l) -> f < w.window_end
+                                                    AND l >= w.window_start - INTERVAL 1 DAY, s.firsts, s.lasts))
+                   AS seen_gpus
         FROM
         (
             SELECT w.cluster AS cluster, w.node AS node, w.window_start AS window_start,

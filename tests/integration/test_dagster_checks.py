@@ -15,7 +15,7 @@ from dagster_project.defs.common.resources import ClickHouseResource
 from pipelines.settings import Settings
 from sql import load_query
 from sql.client import get_client
-from tests.integration.test_dagster_assets import FACT_COLS, T0, load_fixture_rows
+from tests.integration.test_dagster_assets import FACT_COLS, INVENTORY_COLS, T0, load_fixture_rows
 
 pytestmark = pytest.mark.integration
 
@@ -229,6 +229,28 @@ def test_a_declared_gpu_count_is_inventory(warehouse: Settings) -> None:
         client.close()
     _rewrite_window(warehouse, "ghost", 5, [""], 1.0)
     assert _check(warehouse, "gpu_usage_daily", "gpu_usage_daily_gpu_seconds_conserved", "2026-03-14").passed
+
+
+@pytest.mark.parametrize(("seen_h", "inventory"), [(3, True), (-19, True), (-20, False), (6, False)])
+def test_a_gpu_is_inventory_from_24_hours_before_a_window_until_its_end(
+    warehouse: Settings, seen_h: int, inventory: bool
+) -> None:
+    """A node whose one GPU reported only at ``seen_h`` (hours from T0): its 05:00 window has that GPU
+    in its inventory when the report lies within 24 h before the window or in it, not after it."""
+    seen = T0 + timedelta(hours=seen_h, minutes=30)
+    never = T0 - timedelta(days=365)
+    client = get_client(warehouse)
+    try:
+        client.insert(
+            "gpu_inventory",
+            [["c1", "n9", seen.replace(minute=0), "g-n9-0", seen, seen, 0, "H100", never, never]],
+            column_names=INVENTORY_COLS,
+        )
+    finally:
+        client.close()
+    _rewrite_window(warehouse, "n9", 5, ["g-n9-0"], 1.0)
+    result = _check(warehouse, "gpu_usage_daily", "gpu_usage_daily_gpu_seconds_conserved", "2026-03-14")
+    assert result.passed is inventory, result.description
 
 
 def test_lost_work_check_fails_when_the_facts_exceed_the_attempt_record(warehouse: Settings) -> None:

@@ -46,12 +46,11 @@ UtcDatetime = Annotated[AwareDatetime, AfterValidator(_to_utc)]
 Ratio = Annotated[float, Field(ge=0.0, le=1.0)]
 NonNegative = Annotated[float, Field(ge=0.0)]
 
-Source = Literal["dcgm", "kubernetes", "slurm", "storage", "nccl", "org", "pricing", "checkpoint", "outputs",
-                 "gpuledger"]
-WorkloadKind = Literal["training", "inference", "notebook", "batch", "benchmark", "unknown"]
-FailureReason = Literal[
-    "oom", "node_failure", "gpu_error", "preempted", "timeout", "app_error", "cancelled", "unknown"
+Source = Literal[
+    "dcgm", "kubernetes", "slurm", "storage", "nccl", "org", "pricing", "checkpoint", "outputs", "gpuledger"
 ]
+WorkloadKind = Literal["training", "inference", "notebook", "batch", "benchmark", "unknown"]
+FailureReason = Literal["oom", "node_failure", "gpu_error", "preempted", "timeout", "app_error", "cancelled", "unknown"]
 Outcome = Literal["success", "failure"]
 
 
@@ -232,19 +231,32 @@ class AllocationData(_Model):
 
     @property
     def replicas(self) -> int:
+        return self.replicas_on(None)
+
+    def replicas_on(self, node_replicas: int | None) -> int:
+        """Replicas per GPU of what this placement holds: a shared request's own (the
+        ``gpuledger.io/replicas`` annotation or ``--replicas``), else the node's at that time
+        (``NodeStateData.gpu_replicas``), else :data:`DEFAULT_REPLICAS`."""
         for req in self.gpus:
             if req.kind == "shared" and req.replicas:
                 return req.replicas
-        return DEFAULT_REPLICAS
+        return node_replicas or DEFAULT_REPLICAS
+
+    def holds_replicas(self, node_replicas: int | None) -> bool:
+        """Plain ``gpu`` requests are replicas: device ids name replicas, or the node shares each GPU
+        among ``node_replicas`` > 1 (time-slicing or MPS) and the devices are not held through DRA claims."""
+        return self.time_sliced or (node_replicas or 1) > 1 and not self.claims
 
     @property
     def gpu_equivalents(self) -> float:
-        """Whole-GPU equivalents held on this node; a plain ``gpu`` request served by replica ids is
-        ``count / replicas``."""
-        if self.time_sliced:
-            return sum(r.count / self.replicas if r.kind in ("gpu", "shared") else r.gpu_equivalents
-                       for r in self.gpus)
-        return sum(r.gpu_equivalents for r in self.gpus)
+        return self.gpu_equivalents_on(None)
+
+    def gpu_equivalents_on(self, node_replicas: int | None) -> float:
+        """Whole-GPU equivalents held on a node sharing each GPU among ``node_replicas`` (None: not
+        stated); a plain ``gpu`` request served by replicas is ``count / replicas``."""
+        n = self.replicas_on(node_replicas)
+        replica_kinds = ("gpu", "shared") if self.holds_replicas(node_replicas) else ("shared",)
+        return sum(r.count / n if r.kind in replica_kinds else r.gpu_equivalents for r in self.gpus)
 
     @model_validator(mode="after")
     def _consistent(self) -> AllocationData:
@@ -490,8 +502,16 @@ class MarkerEvent(Envelope):
 
 
 AnyEvent = Annotated[
-    GpuMetricsEvent | AllocationEvent | NodeStateEvent | StorageEvent | CheckpointEvent | OutputEvent
-    | BenchmarkRunEvent | OrgMappingEvent | PricingEvent | MarkerEvent,
+    GpuMetricsEvent
+    | AllocationEvent
+    | NodeStateEvent
+    | StorageEvent
+    | CheckpointEvent
+    | OutputEvent
+    | BenchmarkRunEvent
+    | OrgMappingEvent
+    | PricingEvent
+    | MarkerEvent,
     Field(discriminator="type"),
 ]
 _ANY_EVENT: TypeAdapter[Any] = TypeAdapter(AnyEvent)
@@ -574,14 +594,26 @@ class DeadLetter(_Model):
     origin: str | None = None  # file path / URL / "topic:partition:offset"
 
     @classmethod
-    def build(cls, *, topic: str, source: str, reason: str, raw: bytes | str, origin: str | None = None,
-              time: datetime | None = None) -> DeadLetter:
+    def build(
+        cls,
+        *,
+        topic: str,
+        source: str,
+        reason: str,
+        raw: bytes | str,
+        origin: str | None = None,
+        time: datetime | None = None,
+    ) -> DeadLetter:
         text = raw if isinstance(raw, str) else raw.decode("utf-8", errors="backslashreplace")
         reason_line = " ".join(reason.split())[:1000]
         return cls(
             id=event_id("dlq", topic, source, origin, text),
-            topic=topic, source=source, reason=reason_line, raw=text,
-            time=time or datetime.now(UTC), origin=origin,
+            topic=topic,
+            source=source,
+            reason=reason_line,
+            raw=text,
+            time=time or datetime.now(UTC),
+            origin=origin,
         )
 
     def to_bytes(self) -> bytes:

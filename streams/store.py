@@ -117,8 +117,9 @@ class Warehouse:
             data = [[row[c] for row in rows] for c in names]
         if not data[0]:
             return
-        self._retry(f"insert into {table}",
-                    lambda: self.client.insert(table, data, column_names=names, column_oriented=True))
+        self._retry(
+            f"insert into {table}", lambda: self.client.insert(table, data, column_names=names, column_oriented=True)
+        )
 
     def query(self, name: str, params: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
         sql = load_query(name)
@@ -128,20 +129,34 @@ class Warehouse:
     # --- attribution inputs -----------------------------------------------------------------
     def pending_nodes(self) -> list[tuple[Any, ...]]:
         """(cluster, node, first_time, max_time, last_seq, pending, dirty_from, closed_until, processed_seq)."""
-        return [tuple(as_utc(v) if isinstance(v, datetime) else v for v in row)
-                for row in self.query("attribution_pending")]
+        return [
+            tuple(as_utc(v) if isinstance(v, datetime) else v for v in row) for row in self.query("attribution_pending")
+        ]
 
     def quarantined(self) -> dict[tuple[str, str], Quarantine]:
         """The nodes in quarantine now, by (cluster, node)."""
-        return {(str(c), str(n)): Quarantine(str(c), str(n), str(r), int(seq), as_utc(since), int(tried))
-                for c, n, r, seq, since, tried in self.query("attribution_quarantine")}
+        return {
+            (str(c), str(n)): Quarantine(str(c), str(n), str(r), int(seq), as_utc(since), int(tried))
+            for c, n, r, seq, since, tried in self.query("attribution_quarantine")
+        }
 
     def write_quarantine(self, entries: Sequence[Quarantine]) -> None:
         """Put nodes into quarantine, or (reason '') take them out."""
         version = now_seq()
-        self.insert("attribution_quarantine", [{"cluster": e.cluster, "node": e.node, "reason": e.reason,
-                                                "input_seq": e.input_seq, "since": e.since, "version": version}
-                                               for e in entries])
+        self.insert(
+            "attribution_quarantine",
+            [
+                {
+                    "cluster": e.cluster,
+                    "node": e.node,
+                    "reason": e.reason,
+                    "input_seq": e.input_seq,
+                    "since": e.since,
+                    "version": version,
+                }
+                for e in entries
+            ],
+        )
 
     def query_columns(self, name: str, params: dict[str, Any]) -> Sequence[Sequence[Any]]:
         sql = load_query(name)
@@ -150,8 +165,9 @@ class Warehouse:
 
     def samples(self, cluster: str, nodes: Sequence[str], start: datetime, end: datetime) -> dict[str, SampleColumns]:
         """Samples of ``nodes`` in [start, end), per node, as columns in time order."""
-        cols = self.query_columns("attribution_samples",
-                                  {"cluster": cluster, "nodes": list(nodes), "start": start, "end": end})
+        cols = self.query_columns(
+            "attribution_samples", {"cluster": cluster, "nodes": list(nodes), "start": start, "end": end}
+        )
         out: dict[str, SampleColumns] = {}
         if not cols or not len(cols[0]):
             return out
@@ -163,8 +179,9 @@ class Warehouse:
             out[str(node_col[lo])] = SampleColumns((times[lo:hi], *(c[lo:hi] for c in rest)))
         return out
 
-    def placements(self, cluster: str, nodes: Sequence[str], start: datetime, end: datetime,
-                   rejected: dict[str, str] | None = None) -> dict[str, list[AllocationData]]:
+    def placements(
+        self, cluster: str, nodes: Sequence[str], start: datetime, end: datetime, rejected: dict[str, str] | None = None
+    ) -> dict[str, list[AllocationData]]:
         """The latest snapshot of every placement on ``nodes`` that overlaps [start, end), per node;
         one without an end record ends where a later attempt of its job started.
 
@@ -192,24 +209,62 @@ class Warehouse:
                 out.setdefault(node, []).append(p)
         return out
 
-    def node_inputs(self, cluster: str, nodes: Sequence[str], start: datetime, end: datetime,
-                    loaded: Mapping[str, datetime], horizon_s: float) -> dict[str, NodeInputs]:
+    def node_replicas(self, cluster: str, nodes: Sequence[str]) -> dict[str, list[tuple[float, int]]]:
+        """Per node, the replicas per GPU its node states declare (time-slicing or MPS), as ascending
+        (epoch seconds, replicas) changes (``streams.attribution.attempts.NodeReplicas``)."""
+        out: dict[str, list[tuple[float, int]]] = {}
+        if not nodes:
+            return out
+        end = datetime(2200, 1, 1, tzinfo=UTC)
+        for node, time_ms, payload in self.query(
+            "attribution_node_states", {"cluster": cluster, "nodes": list(nodes), "end": end}
+        ):
+            replicas = orjson.loads(payload).get("gpu_replicas")
+            if isinstance(replicas, int):
+                out.setdefault(str(node), []).append((time_ms / 1000, replicas))
+        return out
+
+    def node_inputs(
+        self,
+        cluster: str,
+        nodes: Sequence[str],
+        start: datetime,
+        end: datetime,
+        loaded: Mapping[str, datetime],
+        horizon_s: float,
+    ) -> dict[str, NodeInputs]:
         """Per node: the GPUs it reported within ``horizon_s`` before ``start`` (state before
         ``loaded[node]``, the node's first loaded sample time), and its drained/down/up states up to ``end``."""
         since = datetime.fromtimestamp(start.timestamp() - horizon_s, tz=UTC)
-        inv = self.query("attribution_inventory", {
-            "cluster": cluster, "nodes": list(nodes), "since": since, "end": end,
-            "loaded_ms": [round(loaded[n].timestamp() * 1000) for n in nodes]})
+        inv = self.query(
+            "attribution_inventory",
+            {
+                "cluster": cluster,
+                "nodes": list(nodes),
+                "since": since,
+                "end": end,
+                "loaded_ms": [round(loaded[n].timestamp() * 1000) for n in nodes],
+            },
+        )
         out: dict[str, NodeInputs] = {n: NodeInputs([], []) for n in nodes}
         for node, uuid, index, model, first_ms, last_ms, fatal_ms, clear_ms in inv:
             down = fatal_ms / 1000 if fatal_ms and fatal_ms > (clear_ms or 0) else None
             out[str(node)].inventory.append(  # type: ignore[attr-defined]
-                InventoryGpu(str(uuid), index, str(model), first_ms / 1000, last_ms / 1000, down))
-        for node, time_ms, payload in self.query("attribution_node_states",
-                                                 {"cluster": cluster, "nodes": list(nodes), "end": end}):
+                InventoryGpu(str(uuid), index, str(model), first_ms / 1000, last_ms / 1000, down)
+            )
+        for node, time_ms, payload in self.query(
+            "attribution_node_states", {"cluster": cluster, "nodes": list(nodes), "end": end}
+        ):
             data = orjson.loads(payload)
             out[str(node)].states.append(  # type: ignore[attr-defined]
-                NodeState(time_ms / 1000, str(data["state"]), data.get("gpus"), data.get("gpu_model")))
+                NodeState(
+                    time_ms / 1000,
+                    str(data["state"]),
+                    data.get("gpus"),
+                    data.get("gpu_model"),
+                    data.get("gpu_replicas"),
+                )
+            )
         return out
 
     def write_fact_batch(self, batch: Sequence[NodeFacts]) -> None:
@@ -236,15 +291,41 @@ class Warehouse:
             inventory = item.inventory or {}
             for w in sorted(per_window):
                 physical, found = inventory.get(w, (0.0, []))
-                windows.append({"cluster": item.cluster, "node": item.node, "window_start": w, "version": version,
-                                "capacity_seconds": per_window[w], "rows": counts[w], "physical_gpus": physical,
-                                "window_seconds": item.window_seconds,
-                                "conflict_seconds": sum(c.claimed_seconds - c.capacity_seconds for c in found)})
-                conflicts.extend({"cluster": item.cluster, "node": item.node, "window_start": w, "version": version,
-                                  "gpu_uuid": c.gpu_uuid, "claimed_seconds": c.claimed_seconds,
-                                  "capacity_seconds": c.capacity_seconds, "owners": list(c.owners)} for c in found)
-            progress.append({"cluster": item.cluster, "node": item.node, "closed_until": item.closed_until,
-                             "processed_seq": item.processed_seq, "version": version})
+                windows.append(
+                    {
+                        "cluster": item.cluster,
+                        "node": item.node,
+                        "window_start": w,
+                        "version": version,
+                        "capacity_seconds": per_window[w],
+                        "rows": counts[w],
+                        "physical_gpus": physical,
+                        "window_seconds": item.window_seconds,
+                        "conflict_seconds": sum(c.claimed_seconds - c.capacity_seconds for c in found),
+                    }
+                )
+                conflicts.extend(
+                    {
+                        "cluster": item.cluster,
+                        "node": item.node,
+                        "window_start": w,
+                        "version": version,
+                        "gpu_uuid": c.gpu_uuid,
+                        "claimed_seconds": c.claimed_seconds,
+                        "capacity_seconds": c.capacity_seconds,
+                        "owners": list(c.owners),
+                    }
+                    for c in found
+                )
+            progress.append(
+                {
+                    "cluster": item.cluster,
+                    "node": item.node,
+                    "closed_until": item.closed_until,
+                    "processed_seq": item.processed_seq,
+                    "version": version,
+                }
+            )
         self.insert("gpu_usage_facts", facts)
         self.insert("fact_windows", windows)
         if conflicts:

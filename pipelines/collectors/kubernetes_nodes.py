@@ -2,7 +2,7 @@
 
 Each poll lists the nodes (``list_node``) and turns each into a ``node.state`` stamped with the
 poll time (:mod:`pipelines.parsers.kubernetes_nodes`); a node's state is passed on only when its
-(state, reason, GPU count) differs from the last one passed on. A service account that may not
+(state, reason, GPU count, GPU replicas and sharing) differs from the last one passed on. A service account that may not
 list nodes gets a warning, and the collector goes on with pods.
 """
 
@@ -24,7 +24,7 @@ class NodeStates:
     def __init__(self, cluster: str, *, node: str | None = None) -> None:
         self.cluster = cluster
         self.node = node  # only this node (a per-node collector)
-        self.passed_on: dict[str, list[Any]] = {}  # node -> [state, reason, gpus] last passed on
+        self.passed_on: dict[str, list[Any]] = {}  # node -> [state, reason, gpus, replicas, sharing] last passed on
 
     def poll(self, api: Any, observed: datetime, batch: Batch) -> None:
         """Add the changed node states (or a warning) to ``batch``."""
@@ -50,7 +50,7 @@ class NodeStates:
             if obj is None:
                 continue
             data = obj["data"]
-            key = [data["state"], data["reason"], data.get("gpus")]
+            key = [data["state"], data["reason"], data.get("gpus"), data.get("gpu_replicas"), data.get("sharing")]
             if self.passed_on.get(data["node"]) != key:
                 self.passed_on[data["node"]] = key
                 add_record_events(batch.result, [obj], topic=TOPIC.name, source=SOURCE, raw=raw, origin="nodes")

@@ -10,6 +10,12 @@ else ``status.capacity["nvidia.com/gpu"]`` divided by the time-slicing replicas
 (``nvidia.com/gpu.replicas`` label; with the GPU Operator's ``renameByDefault: false`` a time-sliced
 GPU is advertised once per replica). GPU model: the ``nvidia.com/gpu.product`` label.
 
+Sharing (effective from the state's time; docs/ATTRIBUTION.md "Time-slicing and MPS"): GPU feature
+discovery's ``nvidia.com/gpu.replicas`` (replicas per physical GPU) and
+``nvidia.com/gpu.sharing-strategy`` (``time-slicing``, ``mps`` or ``none``). Replicas above 1
+without the strategy label (feature discovery before MPS support) are time-slicing; the strategy
+label with 1 or no replicas is ``none`` (1 replica). Neither label: nothing is stated.
+
 Time: the ``observed_at`` hint (the live collector's poll time); without it, the NotReady
 condition's ``lastTransitionTime`` for a down node, or the unschedulable taint's ``timeAdded``.
 A node with neither carries no dated fact and is skipped.
@@ -23,6 +29,7 @@ from typing import Any
 from pipelines.parsers.sched_events import as_dict, node_state_envelope, parse_rfc3339
 
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
+SHARING_LABEL = "nvidia.com/gpu.sharing-strategy"
 
 
 def is_node(item: Any) -> bool:
@@ -36,8 +43,9 @@ def node_state(node: dict[str, Any], *, cluster: str, observed_at: datetime | No
     if not isinstance(name, str) or not name:
         raise ValueError("node without a name")
     ready = next((c for c in status.get("conditions") or [] if isinstance(c, dict) and c.get("type") == "Ready"), {})
-    taint = next((t for t in spec.get("taints") or [] if isinstance(t, dict) and t.get("key") == UNSCHEDULABLE_TAINT),
-                 None)
+    taint = next(
+        (t for t in spec.get("taints") or [] if isinstance(t, dict) and t.get("key") == UNSCHEDULABLE_TAINT), None
+    )
     if ready and ready.get("status") != "True":
         state, reason, since = "down", str(ready.get("reason") or "NotReady"), ready.get("lastTransitionTime")
     elif spec.get("unschedulable") or taint is not None:
@@ -48,8 +56,32 @@ def node_state(node: dict[str, Any], *, cluster: str, observed_at: datetime | No
     if time is None:
         return None
     gpus, model = node_gpus(meta, status)
-    return node_state_envelope(source="kubernetes", cluster=cluster, node=name, state=state, time=time,
-                               reason=reason, gpus=gpus, gpu_model=model)
+    envelope = node_state_envelope(
+        source="kubernetes",
+        cluster=cluster,
+        node=name,
+        state=state,
+        time=time,
+        reason=reason,
+        gpus=gpus,
+        gpu_model=model,
+    )
+    replicas, sharing = node_sharing(as_dict(meta.get("labels")))
+    if replicas is not None:
+        envelope["data"].update(gpu_replicas=replicas, sharing=sharing)
+    return envelope
+
+
+def node_sharing(labels: dict[str, Any]) -> tuple[int | None, str | None]:
+    """(replicas per physical GPU, sharing strategy) from the feature discovery labels, or (None, None)."""
+    replicas = _integer(labels.get("nvidia.com/gpu.replicas"))
+    replicas = replicas if replicas is not None and replicas >= 1 else None
+    strategy = labels.get(SHARING_LABEL)
+    if replicas is not None and replicas > 1:
+        return replicas, strategy if strategy in ("time-slicing", "mps") else "time-slicing"
+    if replicas == 1 or strategy is not None:
+        return 1, "none"
+    return None, None
 
 
 def node_gpus(meta: dict[str, Any], status: dict[str, Any]) -> tuple[int | None, str | None]:

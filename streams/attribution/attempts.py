@@ -2,8 +2,11 @@
 
 An attempt is one run of a logical job (docs/ATTRIBUTION.md "Attempts and failure waste"). Its
 placements (one per node) carry the same times and outcome; the attempt's GPU-seconds are the sum
-over its placements of GPU equivalents × held time. Lost work: with a completed checkpoint
-(``finished``) inside the attempt, only the GPU-seconds after the last one are lost.
+over its placements of GPU equivalents × held time, a replica counted 1/N with N the node's replicas
+per GPU in force (``NodeReplicas``, effective-dated from its node states, as the attribution counts
+it). Devices held through DRA claims count whole here: their split among the placements sharing a
+claim is the facts' (an attempt record is never less than its facts). Lost work: with a completed
+checkpoint (``finished``) inside the attempt, only the GPU-seconds after the last one are lost.
 
 An attempt without an end record ends when a later attempt of the same job starts
 (:func:`end_superseded`): a requeue whose first record ``sacct`` never returned, a retry seen after
@@ -12,12 +15,15 @@ a collector restart. It ends in failure (``unknown``): its GPU-seconds are failu
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 from pipelines.events import AllocationData
 from streams.attribution.resolve import model_of
+
+# node -> the replicas per GPU its node states declare, as ascending (epoch seconds, replicas) changes
+NodeReplicas = Mapping[str, Sequence[tuple[float, int]]]
 
 
 @dataclass(frozen=True)
@@ -84,9 +90,15 @@ def end_superseded(p: AllocationData, next_start: datetime | None) -> Allocation
     """``p`` ended at ``next_start`` when it has no end of its own and a later attempt started."""
     if p.state == "ended" or next_start is None or p.start_time is None:
         return p
-    return p.model_copy(update={"state": "ended", "end_time": max(next_start, p.start_time),
-                                "outcome": "failure", "failure_reason": "unknown",
-                                "scheduler_state": SUPERSEDED})
+    return p.model_copy(
+        update={
+            "state": "ended",
+            "end_time": max(next_start, p.start_time),
+            "outcome": "failure",
+            "failure_reason": "unknown",
+            "scheduler_state": SUPERSEDED,
+        }
+    )
 
 
 def latest(snapshots: Sequence[tuple[datetime, AllocationData]]) -> AllocationData:
@@ -94,14 +106,22 @@ def latest(snapshots: Sequence[tuple[datetime, AllocationData]]) -> AllocationDa
     return max(snapshots, key=lambda s: (_STATE_RANK[s[1].state], s[0]))[1]
 
 
-def attempt_fact(placements: Sequence[AllocationData], job_level: AllocationData | None,
-                 checkpoints: Sequence[Checkpoint], previous_end: datetime | None) -> AttemptFact:
-    """One attempt from its latest per-node placements (possibly none yet) and job-level event."""
+def attempt_fact(
+    placements: Sequence[AllocationData],
+    job_level: AllocationData | None,
+    checkpoints: Sequence[Checkpoint],
+    previous_end: datetime | None,
+    replicas: NodeReplicas | None = None,
+) -> AttemptFact:
+    """One attempt from its latest per-node placements (possibly none yet) and job-level event;
+    ``replicas``: the replicas per GPU of its nodes over time."""
+    replicas = replicas or {}
     ref = placements[0] if placements else job_level
     if ref is None:
         raise ValueError("an attempt needs a placement or a job-level event")
-    submit = min((p.submit_time for p in [*placements, *([job_level] if job_level else [])] if p.submit_time),
-                 default=None)
+    submit = min(
+        (p.submit_time for p in [*placements, *([job_level] if job_level else [])] if p.submit_time), default=None
+    )
     starts = [p.start_time for p in placements if p.start_time]
     start = min(starts) if starts else None
     ended = placements and all(p.state == "ended" for p in placements)
@@ -110,43 +130,84 @@ def attempt_fact(placements: Sequence[AllocationData], job_level: AllocationData
     outcome = ("failure" if failed else "success") if ended else ("running" if placements else "pending")
     gpu_seconds = 0.0
     if ended:
-        gpu_seconds = sum(p.gpu_equivalents * _held_seconds(p) for p in placements)
+        gpu_seconds = sum(_gpu_seconds(p, p.start_time, replicas) for p in placements)
     queue_from = previous_end if ref.attempt > 1 and previous_end else submit
     queue_s = (start - queue_from).total_seconds() if start and queue_from else None
     requested = max([p.requested_gpus for p in placements] + [job_level.requested_gpus if job_level else 0.0])
-    requested = requested or sum(p.gpu_equivalents for p in placements)
+    requested = requested or sum(
+        p.gpu_equivalents_on(_replicas_at(replicas.get(p.node or "", ()), _epoch(p.start_time))) for p in placements
+    )
     last_ckpt = _last_checkpoint(checkpoints, ref.attempt, start, end)
     lost = 0.0
     if outcome == "failure" and end is not None:
         for p in placements:
             since = max(p.start_time, last_ckpt) if last_ckpt and p.start_time else p.start_time
-            lost += p.gpu_equivalents * max((p.end_time - since).total_seconds(), 0.0)  # type: ignore[operator]
+            lost += _gpu_seconds(p, since, replicas)
     final = failed or ref
     return AttemptFact(
-        scheduler=ref.scheduler, job_id=ref.job_id, attempt=ref.attempt, logical_job=ref.logical_job or ref.job_id,
-        job_name=ref.job_name or "", state="ended" if ended else ref.state, submit_time=submit, start_time=start,
-        end_time=end, outcome=outcome, failure_reason=(failed.failure_reason or "unknown") if failed else "",
-        exit_code=final.exit_code, scheduler_state=final.scheduler_state or "",
-        nodes=tuple(sorted({p.node for p in placements if p.node})), requested_gpus=requested,
-        gpu_seconds=gpu_seconds, queue_seconds=queue_s,
+        scheduler=ref.scheduler,
+        job_id=ref.job_id,
+        attempt=ref.attempt,
+        logical_job=ref.logical_job or ref.job_id,
+        job_name=ref.job_name or "",
+        state="ended" if ended else ref.state,
+        submit_time=submit,
+        start_time=start,
+        end_time=end,
+        outcome=outcome,
+        failure_reason=(failed.failure_reason or "unknown") if failed else "",
+        exit_code=final.exit_code,
+        scheduler_state=final.scheduler_state or "",
+        nodes=tuple(sorted({p.node for p in placements if p.node})),
+        requested_gpus=requested,
+        gpu_seconds=gpu_seconds,
+        queue_seconds=queue_s,
         queue_gpu_seconds=queue_s * requested if queue_s is not None else None,
-        last_checkpoint=last_ckpt, lost_gpu_seconds=lost,
-        namespace=ref.owner.namespace or "", account=ref.owner.account or "", user=ref.owner.user or "",
-        queue=ref.owner.queue or "", workload_kind=ref.owner.workload_kind,
-        team_label=ref.owner.labels.get("team", ""), model=model_of(ref),
+        last_checkpoint=last_ckpt,
+        lost_gpu_seconds=lost,
+        namespace=ref.owner.namespace or "",
+        account=ref.owner.account or "",
+        user=ref.owner.user or "",
+        queue=ref.owner.queue or "",
+        workload_kind=ref.owner.workload_kind,
+        team_label=ref.owner.labels.get("team", ""),
+        model=model_of(ref),
     )
 
 
-def _held_seconds(p: AllocationData) -> float:
-    if p.start_time is None or p.end_time is None:
+def _gpu_seconds(p: AllocationData, since: datetime | None, replicas: NodeReplicas) -> float:
+    """GPU equivalents × held time of ``p`` from ``since`` to its end, with its node's replicas in force."""
+    if since is None or p.end_time is None:
         return 0.0
-    return (p.end_time - p.start_time).total_seconds()
+    a, b = since.timestamp(), p.end_time.timestamp()
+    changes = [c for c in replicas.get(p.node or "", ()) if a < c[0] < b]
+    total, at, n = 0.0, a, _replicas_at(replicas.get(p.node or "", ()), a)
+    for t, replicas_then in changes:
+        total += p.gpu_equivalents_on(n) * (t - at)
+        at, n = t, replicas_then
+    return total + p.gpu_equivalents_on(n) * max(b - at, 0.0)
 
 
-def _last_checkpoint(checkpoints: Sequence[Checkpoint], attempt: int, start: datetime | None,
-                     end: datetime | None) -> datetime | None:
+def _replicas_at(changes: Sequence[tuple[float, int]], t: float | None) -> int | None:
+    """The replicas in force at ``t``: the latest change at or before it (None before the first)."""
+    n: int | None = None
+    for when, replicas in changes:
+        if t is None or when > t:
+            break
+        n = replicas
+    return n
+
+
+def _epoch(t: datetime | None) -> float | None:
+    return t.timestamp() if t is not None else None
+
+
+def _last_checkpoint(
+    checkpoints: Sequence[Checkpoint], attempt: int, start: datetime | None, end: datetime | None
+) -> datetime | None:
     if start is None or end is None:
         return None
-    inside = [c.finished for c in checkpoints
-              if (c.attempt is None or c.attempt == attempt) and start <= c.finished <= end]
+    inside = [
+        c.finished for c in checkpoints if (c.attempt is None or c.attempt == attempt) and start <= c.finished <= end
+    ]
     return max(inside) if inside else None

@@ -10,7 +10,7 @@ from __future__ import annotations
 import bisect
 import hashlib
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,6 +21,7 @@ from streams.attribution.core import (
     FactRow,
     GpuInfo,
     NodeContext,
+    Placement,
     Series,
     attribute_window_full,
 )
@@ -48,6 +49,7 @@ class NodeState:
     state: str  # up | drained | down
     gpus: int | None = None
     model: str | None = None
+    replicas: int | None = None  # replicas per GPU (time-slicing or MPS), when the source states them
 
 
 @dataclass
@@ -76,6 +78,26 @@ class NodeInputs:
         prior = {g.uuid: g.down_since for g in self.inventory if g.down_since is not None}
         return NodeContext(declared, model, tuple(down), prior)
 
+    def replicas(self, w0: float, w1: float) -> list[tuple[float, float, int | None]]:
+        """The node's replicas per GPU over [w0, w1) as (from, to, replicas) spans: each state that
+        states them is in force from its time until the next one that does (None before the first)."""
+        spans: list[tuple[float, float, int | None]] = []
+        current: int | None = None
+        at = w0
+        for st in self.states:
+            if st.replicas is None:
+                continue
+            if st.time <= w0:
+                current = st.replicas
+            elif st.time < w1:
+                if st.replicas != current:
+                    spans.append((at, st.time, current))
+                    at, current = st.time, st.replicas
+            else:
+                break
+        spans.append((at, w1, current))
+        return spans
+
 
 @dataclass
 class RangeResult:
@@ -101,8 +123,22 @@ class SampleRow:
     energy_mj: float | None = None
 
 
-SAMPLE_COLUMNS = ("time", "uuid", "mig_instance", "index", "model", "mig_profile", "utilization", "xid",
-                  "namespace", "pod", "hpc_job", "interval_s", "power_w", "energy_mj")
+SAMPLE_COLUMNS = (
+    "time",
+    "uuid",
+    "mig_instance",
+    "index",
+    "model",
+    "mig_profile",
+    "utilization",
+    "xid",
+    "namespace",
+    "pod",
+    "hpc_job",
+    "interval_s",
+    "power_w",
+    "energy_mj",
+)
 
 
 @dataclass
@@ -144,8 +180,9 @@ def _build_slots(samples: SampleColumns | Sequence[SampleRow]) -> dict[str, _Slo
         slot = uuid if mig is None else f"{uuid}/mig{mig}"
         data = slots.get(slot)
         if data is None:
-            data = slots[slot] = _SlotData(SlotMeta(uuid, mig, profiles[i] or None, indices[i]), models[i],
-                                           Series(), [])
+            data = slots[slot] = _SlotData(
+                SlotMeta(uuid, mig, profiles[i] or None, indices[i]), models[i], Series(), []
+            )
         series = data.series
         if series.times and series.times[-1] == t:  # a duplicate not yet merged away by the warehouse
             continue
@@ -166,8 +203,9 @@ def _build_slots(samples: SampleColumns | Sequence[SampleRow]) -> dict[str, _Slo
     return slots
 
 
-def _window_view(slots: dict[str, _SlotData], w0: float, w1: float) -> tuple[list[GpuInfo], dict[str, SlotMeta],
-                                                                              dict[str, list[str]]]:
+def _window_view(
+    slots: dict[str, _SlotData], w0: float, w1: float
+) -> tuple[list[GpuInfo], dict[str, SlotMeta], dict[str, list[str]]]:
     """GPUs present in the window, slot metadata (labels seen in it) and the slots of each GPU."""
     gpus: dict[str, GpuInfo] = {}
     metas: dict[str, SlotMeta] = {}
@@ -178,8 +216,9 @@ def _window_view(slots: dict[str, _SlotData], w0: float, w1: float) -> tuple[lis
         hi = bisect.bisect_left(times, w1)
         if lo >= hi:
             continue
-        meta = SlotMeta(data.meta.uuid, data.meta.mig_instance, data.meta.mig_profile, data.meta.index,
-                        model=data.model)
+        meta = SlotMeta(
+            data.meta.uuid, data.meta.mig_instance, data.meta.mig_profile, data.meta.index, model=data.model
+        )
         seen = meta.label_times
         for t, (namespace, pod, hpc_job) in zip(times[lo:hi], data.labels[lo:hi], strict=True):
             if namespace and pod:
@@ -199,8 +238,9 @@ def _window_view(slots: dict[str, _SlotData], w0: float, w1: float) -> tuple[lis
     return list(gpus.values()), metas, slots_of
 
 
-def _with_inventory(gpus: list[GpuInfo], metas: dict[str, SlotMeta], inventory: Sequence[InventoryGpu],
-                    w0: float, w1: float) -> list[GpuInfo]:
+def _with_inventory(
+    gpus: list[GpuInfo], metas: dict[str, SlotMeta], inventory: Sequence[InventoryGpu], w0: float, w1: float
+) -> list[GpuInfo]:
     """The window's GPUs plus those the node reported recently and that stopped reporting (also in
     ``metas``, so a Slurm placement known by GPU index still finds a GPU that went silent)."""
     present = {g.uuid for g in gpus}
@@ -217,16 +257,30 @@ def _epoch(t: datetime | None) -> float | None:
     return t.timestamp() if t is not None else None
 
 
-def compute_range(cluster: str, node: str, start: float, end: float, window_s: int,
-                  samples: SampleColumns | Sequence[SampleRow],
-                  placements: Sequence[AllocationData], inputs: NodeInputs | None = None) -> list[dict[str, object]]:
+def compute_range(
+    cluster: str,
+    node: str,
+    start: float,
+    end: float,
+    window_s: int,
+    samples: SampleColumns | Sequence[SampleRow],
+    placements: Sequence[AllocationData],
+    inputs: NodeInputs | None = None,
+) -> list[dict[str, object]]:
     """Fact rows (as warehouse dicts) for every window of [start, end) on ``node``."""
     return compute_range_full(cluster, node, start, end, window_s, samples, placements, inputs).facts
 
 
-def compute_range_full(cluster: str, node: str, start: float, end: float, window_s: int,
-                       samples: SampleColumns | Sequence[SampleRow], placements: Sequence[AllocationData],
-                       inputs: NodeInputs | None = None) -> RangeResult:
+def compute_range_full(
+    cluster: str,
+    node: str,
+    start: float,
+    end: float,
+    window_s: int,
+    samples: SampleColumns | Sequence[SampleRow],
+    placements: Sequence[AllocationData],
+    inputs: NodeInputs | None = None,
+) -> RangeResult:
     """Fact rows, and per window the node's physical GPUs and conflicts, for [start, end) on ``node``."""
     inputs = inputs or NodeInputs()
     slots = _build_slots(samples)
@@ -238,12 +292,17 @@ def compute_range_full(cluster: str, node: str, start: float, end: float, window
         w1 = w0 + window_s
         gpus, metas, slots_of = _window_view(slots, w0, w1)
         gpus = _with_inventory(gpus, metas, inputs.inventory, w0, w1)
-        active = [p for p in placements
-                  if p.start_time is not None and _epoch(p.start_time) < w1  # type: ignore[operator]
-                  and (p.end_time is None or _epoch(p.end_time) > w0)]  # type: ignore[operator]
-        core_placements = [to_placement(p, _epoch(p.start_time) or w0, _epoch(p.end_time), metas) for p in active]
-        window = attribute_window_full(node, w0, w1, gpus, core_placements, series, slots_of, down_cache,
-                                       inputs.context(w0, w1))
+        active = [
+            p
+            for p in placements
+            if p.start_time is not None
+            and p.start_time.timestamp() < w1
+            and (p.end_time is None or p.end_time.timestamp() > w0)
+        ]
+        core_placements = _core_placements(active, metas, inputs.replicas(w0, w1), w0)
+        window = attribute_window_full(
+            node, w0, w1, gpus, core_placements, series, slots_of, down_cache, inputs.context(w0, w1)
+        )
         window_start = datetime.fromtimestamp(w0, tz=UTC)
         result.facts.extend(fact_dict(cluster, w0, window_s, r, window_start) for r in window.rows)
         result.windows[w0] = (window.physical_gpus, window.conflicts)
@@ -251,27 +310,62 @@ def compute_range_full(cluster: str, node: str, start: float, end: float, window
     return result
 
 
-def fact_dict(cluster: str, w0: float, window_s: int, r: FactRow,
-              window_start: datetime | None = None) -> dict[str, object]:
+def _core_placements(
+    active: Sequence[AllocationData],
+    metas: dict[str, SlotMeta],
+    replicas: Sequence[tuple[float, float, int | None]],
+    w0: float,
+) -> list[Placement]:
+    """The window's placements bound to its slots with the node's replicas in force: a placement
+    held while the node's replicas changed is one core placement per span (its facts merge)."""
+    out: list[Placement] = []
+    for p in active:
+        start, end = _epoch(p.start_time) or w0, _epoch(p.end_time)
+        if len(replicas) == 1:
+            out.append(to_placement(p, start, end, metas, replicas[0][2]))
+            continue
+        for a, b, n in replicas:
+            lo, hi = max(start, a), min(b, end if end is not None else b)
+            if hi > lo:
+                out.append(replace(to_placement(p, start, end, metas, n), start=lo, end=hi))
+    return out
+
+
+def fact_dict(
+    cluster: str, w0: float, window_s: int, r: FactRow, window_start: datetime | None = None
+) -> dict[str, object]:
     o = r.owner
     window_start = window_start or datetime.fromtimestamp(w0, tz=UTC)
     scheduler, job_id, attempt = (o.scheduler, o.job_id, o.attempt) if o else ("", "", 0)
     return {
         "fact_id": fact_id(cluster, r.node, w0, r.slot, r.kind, scheduler, job_id, attempt),
-        "cluster": cluster, "window_start": window_start, "window_seconds": window_s, "node": r.node,
-        "gpu_uuid": r.gpu_uuid, "slot": r.slot, "gpu_model": r.gpu_model, "kind": r.kind,
-        "scheduler": scheduler, "job_id": job_id,
-        "logical_job": o.logical_job if o else "", "attempt": attempt,
-        "namespace": o.namespace if o else "", "account": o.account if o else "", "user": o.user if o else "",
-        "queue": o.queue if o else "", "workload_kind": o.workload_kind if o else "",
-        "team_label": o.team_label if o else "", "model": o.model if o else "",
-        "gpu_seconds": r.gpu_seconds, "busy_seconds": r.busy_seconds,
-        "unobserved_seconds": r.unobserved_seconds, "energy_joules": r.energy_joules,
+        "cluster": cluster,
+        "window_start": window_start,
+        "window_seconds": window_s,
+        "node": r.node,
+        "gpu_uuid": r.gpu_uuid,
+        "slot": r.slot,
+        "gpu_model": r.gpu_model,
+        "kind": r.kind,
+        "scheduler": scheduler,
+        "job_id": job_id,
+        "logical_job": o.logical_job if o else "",
+        "attempt": attempt,
+        "namespace": o.namespace if o else "",
+        "account": o.account if o else "",
+        "user": o.user if o else "",
+        "queue": o.queue if o else "",
+        "workload_kind": o.workload_kind if o else "",
+        "team_label": o.team_label if o else "",
+        "model": o.model if o else "",
+        "gpu_seconds": r.gpu_seconds,
+        "busy_seconds": r.busy_seconds,
+        "unobserved_seconds": r.unobserved_seconds,
+        "energy_joules": r.energy_joules,
     }
 
 
-def fact_id(cluster: str, node: str, w0: float, slot: str, kind: str, scheduler: str, job_id: str,
-            attempt: int) -> str:
+def fact_id(cluster: str, node: str, w0: float, slot: str, kind: str, scheduler: str, job_id: str, attempt: int) -> str:
     """``event_id("fact", cluster, node, float(w0), slot, kind, scheduler, job_id, attempt)``, spelled out
     because it runs once per fact row; ``float(w0)`` gives one id whether w0 came as int or float."""
     text = "\x1f".join(("fact", cluster, node, repr(float(w0)), slot, kind, scheduler, job_id, str(attempt)))

@@ -16,6 +16,9 @@ How each rule of docs/ATTRIBUTION.md is applied here:
   conservation still holds, and reported as a :class:`Conflict`.
 * Busy = share × ∫ held utilisation over the binding's time in the window; a sample holds until the
   next one, at most ``HOLD_INTERVALS`` scrape intervals; time not covered is unobserved.
+* A binding held through a DRA claim (``split``) shares its slot equally with the other split
+  bindings on that slot at each instant: k holders take share / k each, k changing as they start and
+  end; its busy time is the utilisation weighted by that changing share.
 * Placements whose GPUs no source names (``unbound``) take free capacity of the node's GPUs in
   index order, then the node-level slot of GPUs the node declares but no sample names; what
   exceeds the node's physical GPUs is a conflict. Their busy time is all unobserved.
@@ -66,6 +69,9 @@ class Binding:
     share: float  # of the GPU's capacity: 1, g/7 or 1/N
     series: str | None  # slot whose utilisation applies (uuid or uuid/migN); None → unobserved
     slot: str  # reported slot: uuid, uuid/migN or uuid::replica
+    # held through a DRA claim: the slot is split equally among the split bindings holding it at
+    # each instant (a claim reserved for several pods), each taking share / k
+    split: bool = False
 
 
 @dataclass(frozen=True)
@@ -93,8 +99,7 @@ class Series:
         """Whether any sample carries power or the energy counter (computed once: a range's series
         do not change while its windows are attributed)."""
         if self._has_energy is None:
-            self._has_energy = (any(v is not None for v in self.powers)
-                                or any(v is not None for v in self.energies))
+            self._has_energy = any(v is not None for v in self.powers) or any(v is not None for v in self.energies)
         return self._has_energy
 
     def energy_integral(self, a: float, b: float, horizon: float) -> float:
@@ -247,6 +252,8 @@ class _Sweep:
     unallocated: float = 0.0
     unavailable: float = 0.0
     free_spans: list[tuple[float, float]] = field(default_factory=list)  # nobody holds any of the GPU
+    # split claims: (start, end, share in force) per claim, to weigh their utilisation
+    split_spans: dict[int, list[tuple[float, float, float]]] = field(default_factory=dict)
     claimed_over: float = 0.0  # claims beyond capacity (GPU-seconds)
     over_claims: set[int] = field(default_factory=set)
     energy: dict[int, float] = field(default_factory=dict)  # joules per claim
@@ -258,10 +265,17 @@ def _covered(intervals: Sequence[tuple[float, float]], t0: float, t1: float) -> 
     return any(s <= t0 and e >= t1 for s, e in intervals)
 
 
-def _gpu_segments(claims: list[tuple[int, float, float, float]], down: Sequence[tuple[float, float]],
-                  w0: float, w1: float, power: Series | None = None) -> _Sweep:
+def _gpu_segments(
+    claims: list[tuple[int, float, float, float]],
+    down: Sequence[tuple[float, float]],
+    w0: float,
+    w1: float,
+    power: Series | None = None,
+    split: dict[int, str] | None = None,
+) -> _Sweep:
     """Sweep one GPU's window. ``claims`` are (claim index, share, start, end) clipped to the window;
-    ``power``: the whole GPU's series, whose energy each segment splits as it splits capacity."""
+    ``power``: the whole GPU's series, whose energy each segment splits as it splits capacity;
+    ``split``: claim index → slot of the claims held through DRA claims, split equally per slot."""
     edges = {w0, w1}
     for _, _, s, e in claims:
         edges.update((s, e))
@@ -275,6 +289,11 @@ def _gpu_segments(claims: list[tuple[int, float, float, float]], down: Sequence[
         if dt <= 0:
             continue
         active = [(k, share) for k, share, s, e in claims if s <= t0 and e >= t1]
+        if split:
+            active = _split_equally(active, split)
+            for k, share in active:
+                if k in split:
+                    out.split_spans.setdefault(k, []).append((t0, t1, share))
         total = sum(share for _, share in active)
         scale = 1.0 / total if total > 1.0 else 1.0
         if total > 1.0 + 1e-9:
@@ -296,6 +315,15 @@ def _gpu_segments(claims: list[tuple[int, float, float, float]], down: Sequence[
             if not active:
                 out.free_spans.append((t0, t1))
     return out
+
+
+def _split_equally(active: list[tuple[int, float]], split: dict[int, str]) -> list[tuple[int, float]]:
+    """Split claims on the same slot share it equally: each takes its share / k, k their number now."""
+    holders: dict[str, int] = {}
+    for k, _ in active:
+        if k in split:
+            holders[split[k]] = holders.get(split[k], 0) + 1
+    return [(k, share / holders[split[k]]) if k in split else (k, share) for k, share in active]
 
 
 def attribute_window(
@@ -333,8 +361,10 @@ def attribute_window_full(
     slots_of_gpu = slots_of_gpu or {g.uuid: [g.uuid] for g in gpus}
     info = {g.uuid: g for g in gpus}
     # a fixed order makes the floating-point sums identical however the inputs arrived
-    active = sorted((p for p in placements if p.start < w1 and (p.end is None or p.end > w0)),
-                    key=lambda p: (p.owner.scheduler, p.owner.job_id, p.owner.attempt, p.start, repr(p.bindings)))
+    active = sorted(
+        (p for p in placements if p.start < w1 and (p.end is None or p.end > w0)),
+        key=lambda p: (p.owner.scheduler, p.owner.job_id, p.owner.attempt, p.start, repr(p.bindings)),
+    )
     for p in active:  # a GPU named by an allocation is present even without samples
         for b in p.bindings:
             info.setdefault(b.uuid, GpuInfo(b.uuid, None, "unknown"))
@@ -347,23 +377,41 @@ def attribute_window_full(
     for gpu in order:
         claims: list[tuple[int, float, float, float]] = []
         meta: list[tuple[Placement, Binding, float, float]] = []
+        split: dict[int, str] = {}
         for p in active:
             s, e = _clip(p.start, p.end, w0, w1)
             for b in p.bindings:
                 if b.uuid == gpu.uuid and e > s:
+                    if b.split:
+                        split[len(meta)] = b.slot
                     claims.append((len(meta), b.share, s, e))
                     meta.append((p, b, s, e))
         down = _down_of(gpu.uuid, slots_of_gpu, series, down_cache, ctx)
-        sweep = _gpu_segments(claims, down, w0, w1, _energy_series(gpu.uuid, slots_of_gpu, series))
+        sweep = _gpu_segments(claims, down, w0, w1, _energy_series(gpu.uuid, slots_of_gpu, series), split)
         for k, (p, b, s, e) in enumerate(meta):
             alloc = sweep.allocated.get(k, 0.0)
+            spans = sweep.split_spans.get(k) or [(s, e, b.share)]
             busy = observed = 0.0
             if b.series is not None and b.series in series:
-                busy, observed = series[b.series].held_integral(s, e)
-            busy_s = min(b.share * busy, alloc)
-            unobserved = max(alloc - b.share * observed, 0.0)
-            rows.append(FactRow(node, gpu.uuid, b.slot, gpu.model, "allocated", p.owner, alloc, busy_s,
-                                min(unobserved, alloc - busy_s), sweep.energy.get(k, 0.0)))
+                for a, z, share in spans:
+                    got, seen = series[b.series].held_integral(a, z)
+                    busy, observed = busy + share * got, observed + share * seen
+            busy_s = min(busy, alloc)
+            unobserved = max(alloc - observed, 0.0)
+            rows.append(
+                FactRow(
+                    node,
+                    gpu.uuid,
+                    b.slot,
+                    gpu.model,
+                    "allocated",
+                    p.owner,
+                    alloc,
+                    busy_s,
+                    min(unobserved, alloc - busy_s),
+                    sweep.energy.get(k, 0.0),
+                )
+            )
         if sweep.claimed_over > EPSILON_S:
             owners = tuple(sorted({_owner_key(meta[k][0].owner) for k in sweep.over_claims}))
             conflicts.append(Conflict(gpu.uuid, (w1 - w0) + sweep.claimed_over, w1 - w0, owners))
@@ -371,16 +419,30 @@ def attribute_window_full(
         free_energy[gpu.uuid] = sweep.unallocated_energy
         rogue[gpu.uuid] = _unheld_usage(series.get(gpu.uuid), sweep.free_spans)
         if sweep.unavailable > EPSILON_S:
-            rows.append(FactRow(node, gpu.uuid, gpu.uuid, gpu.model, "unavailable", None, sweep.unavailable,
-                                energy_joules=sweep.unavailable_energy))
+            rows.append(
+                FactRow(
+                    node,
+                    gpu.uuid,
+                    gpu.uuid,
+                    gpu.model,
+                    "unavailable",
+                    None,
+                    sweep.unavailable,
+                    energy_joules=sweep.unavailable_energy,
+                )
+            )
     slot_gpus = max((ctx.declared_gpus or 0) - len(order), 0)
     node_slot = _node_slot(w0, w1, slot_gpus, ctx, known=len(order))
     free_seconds = dict(free)
     placed, conflict = _place_unbound(node, w0, w1, order, active, free, node_slot, ctx.declared_model)
     # an unbound placement took part of a GPU's free time, not a known part: it gets that GPU's free
     # energy in proportion to the seconds it took
-    placed = [replace(r, energy_joules=free_energy[r.gpu_uuid] * r.gpu_seconds / free_seconds[r.gpu_uuid])
-              if r.gpu_uuid in free_energy and free_seconds[r.gpu_uuid] > 0 else r for r in placed]
+    placed = [
+        replace(r, energy_joules=free_energy[r.gpu_uuid] * r.gpu_seconds / free_seconds[r.gpu_uuid])
+        if r.gpu_uuid in free_energy and free_seconds[r.gpu_uuid] > 0
+        else r
+        for r in placed
+    ]
     rows.extend(placed)
     if conflict is not None:
         conflicts.append(conflict)
@@ -392,16 +454,37 @@ def attribute_window_full(
             total_free = left + sum(r.gpu_seconds for r in placed if r.gpu_uuid == gpu.uuid)
             if total_free > 0:
                 ratio = left / total_free
-            rows.append(FactRow(node, gpu.uuid, gpu.uuid, gpu.model, "unallocated", None, left,
-                                min(busy * ratio, left), min(unobserved * ratio, left),
-                                free_energy[gpu.uuid] * ratio))
+            rows.append(
+                FactRow(
+                    node,
+                    gpu.uuid,
+                    gpu.uuid,
+                    gpu.model,
+                    "unallocated",
+                    None,
+                    left,
+                    min(busy * ratio, left),
+                    min(unobserved * ratio, left),
+                    free_energy[gpu.uuid] * ratio,
+                )
+            )
     physical = float(len(order) + slot_gpus)
     if node_slot.unallocated > EPSILON_S:
-        rows.append(FactRow(node, NODE_SLOT, NODE_SLOT, ctx.declared_model, "unallocated", None,
-                            node_slot.unallocated, 0.0, node_slot.unallocated))
+        rows.append(
+            FactRow(
+                node,
+                NODE_SLOT,
+                NODE_SLOT,
+                ctx.declared_model,
+                "unallocated",
+                None,
+                node_slot.unallocated,
+                0.0,
+                node_slot.unallocated,
+            )
+        )
     if node_slot.unavailable > EPSILON_S:
-        rows.append(FactRow(node, NODE_SLOT, NODE_SLOT, ctx.declared_model, "unavailable", None,
-                            node_slot.unavailable))
+        rows.append(FactRow(node, NODE_SLOT, NODE_SLOT, ctx.declared_model, "unavailable", None, node_slot.unavailable))
     if node_slot.uncapped:
         physical += node_slot.allocated_seconds / (w1 - w0)
     return WindowResult(_merge(rows), physical, conflicts)
@@ -424,9 +507,13 @@ def _owner_key(o: Owner) -> str:
     return f"{o.scheduler}:{o.job_id}#{o.attempt}"
 
 
-def _down_of(uuid: str, slots_of_gpu: dict[str, list[str]], series: dict[str, Series],
-             down_cache: dict[str, list[tuple[float, float]]] | None,
-             ctx: NodeContext) -> list[tuple[float, float]]:
+def _down_of(
+    uuid: str,
+    slots_of_gpu: dict[str, list[str]],
+    series: dict[str, Series],
+    down_cache: dict[str, list[tuple[float, float]]] | None,
+    ctx: NodeContext,
+) -> list[tuple[float, float]]:
     """When a GPU is unavailable: its fatal-XID intervals, and the node's drained/down intervals."""
     # every loaded slot of the GPU, not only those with samples near the window: a fatal XID
     # before the GPU stopped reporting keeps it unavailable. The series and the context are the
@@ -434,8 +521,12 @@ def _down_of(uuid: str, slots_of_gpu: dict[str, list[str]], series: dict[str, Se
     down = down_cache.get(uuid) if down_cache is not None else None
     if down is None:
         prefix = uuid + "/mig"
-        slots = sorted({*(s for s in slots_of_gpu.get(uuid, []) if s in series),
-                        *(k for k in series if k == uuid or k.startswith(prefix))})
+        slots = sorted(
+            {
+                *(s for s in slots_of_gpu.get(uuid, []) if s in series),
+                *(k for k in series if k == uuid or k.startswith(prefix)),
+            }
+        )
         down = down_intervals((series[s] for s in slots), ctx.down_since.get(uuid))
         if down_cache is not None:
             down_cache[uuid] = down
@@ -482,9 +573,16 @@ def _merged(intervals: Sequence[tuple[float, float]]) -> list[tuple[float, float
     return out
 
 
-def _place_unbound(node: str, w0: float, w1: float, order: Sequence[GpuInfo], active: Sequence[Placement],
-                   free: dict[str, float], slot: _NodeSlot,
-                   slot_model: str = "unknown") -> tuple[list[FactRow], Conflict | None]:
+def _place_unbound(
+    node: str,
+    w0: float,
+    w1: float,
+    order: Sequence[GpuInfo],
+    active: Sequence[Placement],
+    free: dict[str, float],
+    slot: _NodeSlot,
+    slot_model: str = "unknown",
+) -> tuple[list[FactRow], Conflict | None]:
     """Give placements without GPU ids free capacity of the node's GPUs, in index order, then the
     node-level slot; claims beyond the node's physical GPUs are scaled down and reported."""
     rows: list[FactRow] = []
@@ -527,9 +625,18 @@ def _merge(rows: list[FactRow]) -> list[FactRow]:
         key = (r.gpu_uuid, r.slot, r.kind, r.owner)
         if key in merged:
             m = merged[key]
-            merged[key] = FactRow(m.node, m.gpu_uuid, m.slot, m.gpu_model, m.kind, m.owner,
-                                  m.gpu_seconds + r.gpu_seconds, m.busy_seconds + r.busy_seconds,
-                                  m.unobserved_seconds + r.unobserved_seconds, m.energy_joules + r.energy_joules)
+            merged[key] = FactRow(
+                m.node,
+                m.gpu_uuid,
+                m.slot,
+                m.gpu_model,
+                m.kind,
+                m.owner,
+                m.gpu_seconds + r.gpu_seconds,
+                m.busy_seconds + r.busy_seconds,
+                m.unobserved_seconds + r.unobserved_seconds,
+                m.energy_joules + r.energy_joules,
+            )
         else:
             merged[key] = r
     return list(merged.values())

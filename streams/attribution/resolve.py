@@ -2,7 +2,8 @@
 
 Which GPU a placement holds, in order of preference (docs/ATTRIBUTION.md "Which GPU"):
 1. device ids: ``GPU-<uuid>`` (whole GPU), ``MIG-<parent uuid>/<GPU_I_ID>`` (MIG instance),
-   ``<GPU uuid>::<replica>`` (time-sliced replica);
+   ``<GPU uuid>::<replica>`` (a replica: 1/N, N the shared request's replicas, else the node's,
+   else 4); devices of a placement holding DRA claims are split among their holders (core);
 2. Slurm GPU indices (``gres_detail``), mapped to UUIDs by the node's samples;
 3. dcgm-exporter mapping labels on the samples in the window: ``namespace``/``pod`` for Kubernetes,
    ``hpc_job`` (the job id or one of its ``aliases``, e.g. an array task's SLURM_JOB_ID) for Slurm;
@@ -45,10 +46,17 @@ class SlotMeta:
 def owner_of(data: AllocationData) -> Owner:
     o = data.owner
     return Owner(
-        scheduler=data.scheduler, job_id=data.job_id, attempt=data.attempt,
-        logical_job=data.logical_job or data.job_id, namespace=o.namespace or "", account=o.account or "",
-        user=o.user or "", queue=o.queue or "", workload_kind=o.workload_kind,
-        team_label=o.labels.get("team", ""), model=model_of(data),
+        scheduler=data.scheduler,
+        job_id=data.job_id,
+        attempt=data.attempt,
+        logical_job=data.logical_job or data.job_id,
+        namespace=o.namespace or "",
+        account=o.account or "",
+        user=o.user or "",
+        queue=o.queue or "",
+        workload_kind=o.workload_kind,
+        team_label=o.labels.get("team", ""),
+        model=model_of(data),
     )
 
 
@@ -71,13 +79,14 @@ def _mig_profile(data: AllocationData) -> str | None:
     return None
 
 
-def _from_device_ids(data: AllocationData, slots: dict[str, SlotMeta]) -> list[Binding]:
+def _from_device_ids(data: AllocationData, slots: dict[str, SlotMeta], node_replicas: int | None) -> list[Binding]:
     bindings: list[Binding] = []
+    split = bool(data.claims)  # devices held through DRA claims: split among their holders
     for dev in data.device_ids:
         if "::" in dev:
             uuid, _, replica = dev.partition("::")
-            share = 1.0 / data.replicas
-            bindings.append(Binding(uuid, share, uuid, f"{uuid}::{replica}"))
+            share = 1.0 / data.replicas_on(node_replicas)
+            bindings.append(Binding(uuid, share, uuid, f"{uuid}::{replica}", split))
         elif dev.startswith("MIG-") and "/" in dev:
             uuid, _, inst = dev[4:].rpartition("/")
             slot = f"{uuid}/mig{inst}"
@@ -86,11 +95,11 @@ def _from_device_ids(data: AllocationData, slots: dict[str, SlotMeta]) -> list[B
             if profile is None:
                 continue
             model = slots[slot].model if slot in slots else None
-            bindings.append(Binding(uuid, mig_fraction(profile, model or _gpu_type(data)), slot, slot))
+            bindings.append(Binding(uuid, mig_fraction(profile, model or _gpu_type(data)), slot, slot, split))
         elif dev.startswith("MIG-"):
             continue  # a MIG instance UUID: no series names it; fall back to labels
         else:
-            bindings.append(Binding(dev, 1.0, dev, dev))
+            bindings.append(Binding(dev, 1.0, dev, dev, split))
     return bindings
 
 
@@ -111,8 +120,13 @@ def _seen_while_running(m: SlotMeta, key: object, start: float, end: float | Non
     return last >= start and (end is None or first < end)
 
 
-def _from_labels(data: AllocationData, slots: dict[str, SlotMeta], start: float = float("-inf"),
-                 end: float | None = None) -> list[Binding]:
+def _from_labels(
+    data: AllocationData,
+    slots: dict[str, SlotMeta],
+    start: float = float("-inf"),
+    end: float | None = None,
+    node_replicas: int | None = None,
+) -> list[Binding]:
     """Slots whose mapping labels name the placement while it ran (labels of an earlier holder of the
     same name do not count); at most the requested number of whole GPUs, freshest labels first."""
     out: list[Binding] = []
@@ -125,9 +139,8 @@ def _from_labels(data: AllocationData, slots: dict[str, SlotMeta], start: float 
             key = next((j for j in (data.job_id, *data.aliases) if j in m.hpc_jobs), None)
             if key is not None:
                 matches.append((m, key))
-    matches = sorted(((m, k) for m, k in matches if _seen_while_running(m, k, start, end)),
-                     key=lambda mk: mk[0].slot)
-    shared = data.time_sliced or any(r.kind == "shared" for r in data.gpus)
+    matches = sorted(((m, k) for m, k in matches if _seen_while_running(m, k, start, end)), key=lambda mk: mk[0].slot)
+    shared = data.holds_replicas(node_replicas) or any(r.kind == "shared" for r in data.gpus)
     capped: set[str] | None = None
     whole = [(m, k) for m, k in matches if m.mig_instance is None]
     wanted = sum(r.count for r in data.gpus if r.kind in ("gpu", "shared"))
@@ -142,7 +155,7 @@ def _from_labels(data: AllocationData, slots: dict[str, SlotMeta], start: float 
         elif capped is not None and m.slot not in capped:
             continue
         elif shared:
-            out.append(Binding(m.uuid, 1.0 / data.replicas, m.uuid, m.uuid + "::?"))
+            out.append(Binding(m.uuid, 1.0 / data.replicas_on(node_replicas), m.uuid, m.uuid + "::?"))
         else:
             out.append(Binding(m.uuid, 1.0, m.uuid, m.uuid))
     return out
@@ -152,16 +165,18 @@ def _label_first(m: SlotMeta, key: object, default: float) -> float:
     return m.label_times.get(key, (default, default))[0]
 
 
-def to_placement(data: AllocationData, start: float, end: float | None,
-                 slots: dict[str, SlotMeta]) -> Placement:
-    """Bind ``data`` to the node's slots; what no source names stays unbound."""
-    bindings = _from_device_ids(data, slots)
+def to_placement(
+    data: AllocationData, start: float, end: float | None, slots: dict[str, SlotMeta], node_replicas: int | None = None
+) -> Placement:
+    """Bind ``data`` to the node's slots; what no source names stays unbound. ``node_replicas``: the
+    replicas per GPU the node states (time-slicing or MPS) while the placement is bound so."""
+    bindings = _from_device_ids(data, slots, node_replicas)
     if not bindings and data.gpu_indices:
         bindings = _from_indices(data, slots)
     if not bindings:
-        bindings = _from_labels(data, slots, start, end)
+        bindings = _from_labels(data, slots, start, end, node_replicas)
     bound = sum(b.share for b in bindings)
-    unbound = max(data.gpu_equivalents - bound, 0.0) if data.gpus else 0.0
+    unbound = max(data.gpu_equivalents_on(node_replicas) - bound, 0.0) if data.gpus else 0.0
     return Placement(owner_of(data), start, end, tuple(_dedupe(bindings)), round(unbound, 9))
 
 

@@ -22,6 +22,7 @@ from streams.attribution.attempts import (
     SUPERSEDED,
     AttemptFact,
     Checkpoint,
+    NodeReplicas,
     attempt_fact,
     end_superseded,
     latest,
@@ -45,8 +46,9 @@ class BatchResult:
     dead_letters: list[ev.DeadLetter] | None = None
 
 
-def decode_batch(messages: Sequence[Message],
-                 not_after: datetime | None = None) -> tuple[list[ev.Envelope], list[ev.DeadLetter]]:
+def decode_batch(
+    messages: Sequence[Message], not_after: datetime | None = None
+) -> tuple[list[ev.Envelope], list[ev.DeadLetter]]:
     """Validate and dedupe by event id; invalid messages become dead letters, and so do events
     whose time is after ``not_after`` (now + the future tolerance: a node clock ahead would
     otherwise make windows close ahead of real time)."""
@@ -59,8 +61,15 @@ def decode_batch(messages: Sequence[Message],
             if not_after is not None:
                 check_not_future(event, not_after)
         except ev.InvalidEvent as exc:
-            bad.append(ev.DeadLetter.build(topic=m.topic, source="streams", reason=str(exc), raw=m.value,
-                                           origin=f"{m.topic}:{m.partition}:{m.offset}"))
+            bad.append(
+                ev.DeadLetter.build(
+                    topic=m.topic,
+                    source="streams",
+                    reason=str(exc),
+                    raw=m.value,
+                    origin=f"{m.topic}:{m.partition}:{m.offset}",
+                )
+            )
             continue
         if event.id not in seen:
             seen.add(event.id)
@@ -70,16 +79,22 @@ def decode_batch(messages: Sequence[Message],
 
 def check_not_future(event: ev.Envelope, not_after: datetime) -> None:
     data = event.data
-    times = [("time", event.time), ("start_time", getattr(data, "start_time", None)),
-             ("end_time", getattr(data, "end_time", None))]
+    times = [
+        ("time", event.time),
+        ("start_time", getattr(data, "start_time", None)),
+        ("end_time", getattr(data, "end_time", None)),
+    ]
     for name, value in times:
         if value is not None and value > not_after:
-            raise ev.InvalidEvent(f"{name} {value:%Y-%m-%dT%H:%M:%SZ} is in the future "
-                                  f"(later than {not_after:%Y-%m-%dT%H:%M:%SZ}, now + the tolerance)")
+            raise ev.InvalidEvent(
+                f"{name} {value:%Y-%m-%dT%H:%M:%SZ} is in the future "
+                f"(later than {not_after:%Y-%m-%dT%H:%M:%SZ}, now + the tolerance)"
+            )
 
 
-def write_batch(wh: Warehouse, messages: Sequence[Message],
-                publish_dead_letters: Callable[[list[ev.DeadLetter]], None]) -> BatchResult:
+def write_batch(
+    wh: Warehouse, messages: Sequence[Message], publish_dead_letters: Callable[[list[ev.DeadLetter]], None]
+) -> BatchResult:
     not_after = datetime.now(UTC) + timedelta(seconds=wh.settings.future_tolerance_seconds)
     events, dead = decode_batch(messages, not_after)
     tables, activity = rows_for(events, placement_changes(wh, events))
@@ -106,9 +121,20 @@ def write_batch(wh: Warehouse, messages: Sequence[Message],
                         activity[(cluster, node)] = Activity(fact.end_time, fact.end_time, True)
     if activity:
         seq = now_seq()
-        wh.insert("node_activity", [
-            {"cluster": c, "node": n, "min_time": a.min_time, "max_time": a.max_time,
-             "allocations": a.allocations, "seq": seq} for (c, n), a in sorted(activity.items())])
+        wh.insert(
+            "node_activity",
+            [
+                {
+                    "cluster": c,
+                    "node": n,
+                    "min_time": a.min_time,
+                    "max_time": a.max_time,
+                    "allocations": a.allocations,
+                    "seq": seq,
+                }
+                for (c, n), a in sorted(activity.items())
+            ],
+        )
     _count(messages, events, dead)  # once: only a batch that was written whole gets here
     return BatchResult(len(events), dead)
 
@@ -130,9 +156,12 @@ def placement_changes(wh: Warehouse, events: Sequence[ev.Envelope]) -> Changed:
     stored: dict[tuple[str, ...], Snapshot] = {}
     for cluster, job_ids in jobs.items():
         for node, scheduler, job_id, attempt, uid, rank, payload in wh.query(
-                "placement_snapshots", {"cluster": cluster, "jobs": sorted(job_ids)}):
+            "placement_snapshots", {"cluster": cluster, "jobs": sorted(job_ids)}
+        ):
             stored[(cluster, str(node), str(scheduler), str(job_id), str(attempt), str(uid))] = (
-                (int(rank[0]), as_utc(rank[1])), orjson.loads(payload))
+                (int(rank[0]), as_utc(rank[1])),
+                orjson.loads(payload),
+            )
 
     def changed(e: ev.AllocationEvent) -> tuple[datetime, datetime] | None:
         d = e.data
@@ -153,9 +182,13 @@ def write_dead_letters(wh: Warehouse, messages: Sequence[Message]) -> int:
         try:
             letter = ev.DeadLetter.model_validate_json(m.value)
         except ValueError as exc:  # not even a dead letter: keep it whole, with the reason
-            letter = ev.DeadLetter.build(topic=m.topic.removesuffix(".dlq"), source="streams",
-                                         reason=f"unreadable dead letter: {str(exc).splitlines()[0]}",
-                                         raw=m.value, origin=f"{m.topic}:{m.partition}:{m.offset}")
+            letter = ev.DeadLetter.build(
+                topic=m.topic.removesuffix(".dlq"),
+                source="streams",
+                reason=f"unreadable dead letter: {str(exc).splitlines()[0]}",
+                raw=m.value,
+                origin=f"{m.topic}:{m.partition}:{m.offset}",
+            )
         rows.append(dead_letter_row(letter))
     wh.insert("dead_letters", rows)
     return len(rows)
@@ -178,21 +211,28 @@ def refresh_attempts(wh: Warehouse, cluster: str, job_ids: Sequence[str]) -> lis
             snapshots.append((t, ev.AllocationData.model_validate(orjson.loads(payload))))
         except ValueError:  # stored before today's contract: its node is quarantined by attribution
             continue
-    facts = attempts_from_snapshots(snapshots, checkpoints)
+    replicas = wh.node_replicas(cluster, sorted({d.node for _, d in snapshots if d.node}))
+    facts = attempts_from_snapshots(snapshots, checkpoints, replicas)
     wh.write_attempts(cluster, facts)
     return facts
 
 
-def attempts_from_snapshots(snapshots: Sequence[tuple[datetime, ev.AllocationData]],
-                            checkpoints: Sequence[Checkpoint]) -> list[AttemptFact]:
-    """Group snapshots by (job, attempt, node), keep the latest of each, and build attempt facts."""
+def attempts_from_snapshots(
+    snapshots: Sequence[tuple[datetime, ev.AllocationData]],
+    checkpoints: Sequence[Checkpoint],
+    replicas: NodeReplicas | None = None,
+) -> list[AttemptFact]:
+    """Group snapshots by (job, attempt, node), keep the latest of each, and build attempt facts
+    (``replicas``: the replicas per GPU of their nodes over time)."""
     by_attempt: dict[tuple[str, str, int], dict[str, list[tuple[datetime, ev.AllocationData]]]] = defaultdict(
-        lambda: defaultdict(list))
+        lambda: defaultdict(list)
+    )
     for t, data in snapshots:
         placement = f"{data.node}\x1f{data.uid or ''}" if data.node else ""  # a re-created pod is another placement
         by_attempt[(data.scheduler, data.job_id, data.attempt)][placement].append((t, data))
-    later = next_starts((d.scheduler, d.job_id, d.attempt, d.start_time) for _, d in snapshots
-                        if d.node and d.start_time is not None)
+    later = next_starts(
+        (d.scheduler, d.job_id, d.attempt, d.start_time) for _, d in snapshots if d.node and d.start_time is not None
+    )
     ckpts_by_job: dict[str, list[Checkpoint]] = defaultdict(list)
     for c in checkpoints:
         ckpts_by_job[c.job_id].append(c)
@@ -203,8 +243,9 @@ def attempts_from_snapshots(snapshots: Sequence[tuple[datetime, ev.AllocationDat
         nodes = by_attempt[key]
         job_level = latest(nodes[""]) if "" in nodes else None
         placements = [end_superseded(latest(snaps), later.get(key)) for node, snaps in sorted(nodes.items()) if node]
-        fact = attempt_fact(placements, job_level, ckpts_by_job.get(job_id, []),
-                            previous_end.get((scheduler, job_id)))
+        fact = attempt_fact(
+            placements, job_level, ckpts_by_job.get(job_id, []), previous_end.get((scheduler, job_id)), replicas
+        )
         previous_end[(scheduler, job_id)] = fact.end_time
         facts.append(fact)
     return facts

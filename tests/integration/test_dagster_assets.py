@@ -46,10 +46,16 @@ T0 = datetime(2026, 3, 14, tzinfo=UTC)
 CHANGE = datetime(2026, 3, 15, 12, tzinfo=UTC)
 DAYS = ["2026-03-14", "2026-03-15", "2026-03-16"]
 HOURS = 72
-RATES = {False: {"H100": Decimal("2.50"), "A100": Decimal("1.60")},  # before noon on the 15th
-         True: {"H100": Decimal("2.10"), "A100": Decimal("1.40")}}
-SHARED = {"network": Decimal("3100"), "storage": Decimal("1550"), "support": Decimal("620"),
-          "operations": Decimal("930")}
+RATES = {
+    False: {"H100": Decimal("2.50"), "A100": Decimal("1.60")},  # before noon on the 15th
+    True: {"H100": Decimal("2.10"), "A100": Decimal("1.40")},
+}
+SHARED = {
+    "network": Decimal("3100"),
+    "storage": Decimal("1550"),
+    "support": Decimal("620"),
+    "operations": Decimal("930"),
+}
 GPUS = [("n1", "g-n1-0", "H100"), ("n1", "g-n1-1", "H100"), ("n2", "g-n2-0", "A100"), ("n2", "g-n2-1", "A100")]
 # job -> (scheduler, namespace, account, team_label, model, logical_job)
 JOBS = {
@@ -89,78 +95,335 @@ def fact_rows() -> tuple[list[list[object]], list[list[object]]]:
                 kind = "allocated" if job not in ("", "!") else ("unavailable" if job == "!" else "unallocated")
                 sched, ns, acct, team, wl_model, logical = JOBS.get(job, ("", "", "", "", "", ""))
                 attempt = 1 if kind == "allocated" else 0
-                facts.append([_id(node, gpu, ws, job), 1, "c1", ws, 3600, node, gpu, gpu, model, kind, sched,
-                              job if kind == "allocated" else "", logical, attempt, ns, acct, "", "", "batch", team,
-                              wl_model, float(secs), float(busy), float(unobs), 0.0])
+                facts.append(
+                    [
+                        _id(node, gpu, ws, job),
+                        1,
+                        "c1",
+                        ws,
+                        3600,
+                        node,
+                        gpu,
+                        gpu,
+                        model,
+                        kind,
+                        sched,
+                        job if kind == "allocated" else "",
+                        logical,
+                        attempt,
+                        ns,
+                        acct,
+                        "",
+                        "",
+                        "batch",
+                        team,
+                        wl_model,
+                        float(secs),
+                        float(busy),
+                        float(unobs),
+                        0.0,
+                    ]
+                )
                 per_node[node] += 1
         for node, n in per_node.items():
             windows.append(["c1", node, ws, 1, 7200.0, n, 2.0, 3600])  # two GPUs per node, 1 h windows
     # a late correction of hour 49 on n2: j3 did not hold g-n2-0 after all (version 2 of that window)
     ws = T0 + timedelta(hours=49)
-    facts.append([_id("n2", "g-n2-0", ws, "fix"), 2, "c1", ws, 3600, "n2", "g-n2-0", "g-n2-0", "A100", "unallocated",
-                  "", "", "", 0, "", "", "", "", "", "", "", 3600.0, 0.0, 0.0, 0.0])
-    facts.append([_id("n2", "g-n2-1", ws, "fix"), 2, "c1", ws, 3600, "n2", "g-n2-1", "g-n2-1", "A100", "unallocated",
-                  "", "", "", 0, "", "", "", "", "", "", "", 3600.0, 0.0, 0.0, 0.0])
+    facts.append(
+        [
+            _id("n2", "g-n2-0", ws, "fix"),
+            2,
+            "c1",
+            ws,
+            3600,
+            "n2",
+            "g-n2-0",
+            "g-n2-0",
+            "A100",
+            "unallocated",
+            "",
+            "",
+            "",
+            0,
+            "",
+            "",
+            "",
+            "",
+            "",
+            "",
+            "",
+            3600.0,
+            0.0,
+            0.0,
+            0.0,
+        ]
+    )
+    facts.append(
+        [
+            _id("n2", "g-n2-1", ws, "fix"),
+            2,
+            "c1",
+            ws,
+            3600,
+            "n2",
+            "g-n2-1",
+            "g-n2-1",
+            "A100",
+            "unallocated",
+            "",
+            "",
+            "",
+            0,
+            "",
+            "",
+            "",
+            "",
+            "",
+            "",
+            "",
+            3600.0,
+            0.0,
+            0.0,
+            0.0,
+        ]
+    )
     windows.append(["c1", "n2", ws, 2, 7200.0, 2, 2.0, 3600])
     return facts, windows
 
 
-FACT_COLS = ["fact_id", "version", "cluster", "window_start", "window_seconds", "node", "gpu_uuid", "slot",
-             "gpu_model", "kind", "scheduler", "job_id", "logical_job", "attempt", "namespace", "account", "user",
-             "queue", "workload_kind", "team_label", "model", "gpu_seconds", "busy_seconds", "unobserved_seconds",
-             "energy_joules"]
-ATTEMPT_COLS = ["cluster", "scheduler", "job_id", "attempt", "logical_job", "job_name", "version", "state",
-                "submit_time", "start_time", "end_time", "outcome", "failure_reason", "exit_code", "scheduler_state",
-                "nodes", "requested_gpus", "gpu_seconds", "queue_seconds", "queue_gpu_seconds", "last_checkpoint",
-                "lost_gpu_seconds", "namespace", "account", "user", "queue", "workload_kind", "team_label", "model"]
+INVENTORY_COLS = [
+    "cluster",
+    "node",
+    "hour",
+    "uuid",
+    "first_time",
+    "last_time",
+    "gpu_index",
+    "gpu_model",
+    "last_fatal",
+    "last_clear",
+]
+
+
+def inventory_rows() -> list[list[object]]:
+    """Every fixture GPU reported every hour (what the inventory keeps of its samples): the nodes'
+    physical GPUs, which the conservation check compares the usage with."""
+    never = datetime(1970, 1, 1, tzinfo=UTC)
+    return [
+        [
+            "c1",
+            node,
+            T0 + timedelta(hours=h),
+            gpu,
+            T0 + timedelta(hours=h),
+            T0 + timedelta(hours=h, minutes=59),
+            int(gpu[-1]),
+            model,
+            never,
+            never,
+        ]
+        for h in range(HOURS)
+        for node, gpu, model in GPUS
+    ]
+
+
+FACT_COLS = [
+    "fact_id",
+    "version",
+    "cluster",
+    "window_start",
+    "window_seconds",
+    "node",
+    "gpu_uuid",
+    "slot",
+    "gpu_model",
+    "kind",
+    "scheduler",
+    "job_id",
+    "logical_job",
+    "attempt",
+    "namespace",
+    "account",
+    "user",
+    "queue",
+    "workload_kind",
+    "team_label",
+    "model",
+    "gpu_seconds",
+    "busy_seconds",
+    "unobserved_seconds",
+    "energy_joules",
+]
+ATTEMPT_COLS = [
+    "cluster",
+    "scheduler",
+    "job_id",
+    "attempt",
+    "logical_job",
+    "job_name",
+    "version",
+    "state",
+    "submit_time",
+    "start_time",
+    "end_time",
+    "outcome",
+    "failure_reason",
+    "exit_code",
+    "scheduler_state",
+    "nodes",
+    "requested_gpus",
+    "gpu_seconds",
+    "queue_seconds",
+    "queue_gpu_seconds",
+    "last_checkpoint",
+    "lost_gpu_seconds",
+    "namespace",
+    "account",
+    "user",
+    "queue",
+    "workload_kind",
+    "team_label",
+    "model",
+]
 
 
 def attempt_rows() -> list[list[object]]:
     def at(h: float) -> datetime:
         return T0 + timedelta(hours=h)
 
-    spec = [("j1", 0, 60.5, "success", "none", None, "n1", 0.5),
-            ("k-search-a", 0, 10, "failure", "oom", at(6), "n1", 0.25),
-            ("k-search-b", 10, 41, "success", "none", None, "n1", 0.0),
-            ("j3", 5, 50, "success", "none", None, "n2", 1)]
+    spec = [
+        ("j1", 0, 60.5, "success", "none", None, "n1", 0.5),
+        ("k-search-a", 0, 10, "failure", "oom", at(6), "n1", 0.25),
+        ("k-search-b", 10, 41, "success", "none", None, "n1", 0.0),
+        ("j3", 5, 50, "success", "none", None, "n2", 1),
+    ]
     out = []
     for job, start, end, outcome, reason, ckpt, node, wait_h in spec:
         sched, ns, acct, team, model, logical = JOBS[job]
-        out.append(["c1", sched, job, 1, logical, job, 1, "ended", at(start - wait_h), at(start), at(end), outcome,
-                    reason, 0 if outcome == "success" else 137, outcome.upper(), [node], 1.0, (end - start) * 3600,
-                    wait_h * 3600, wait_h * 3600, ckpt, 4 * 3600.0 if reason == "oom" else 0.0, ns, acct, "", "gpu",
-                    "batch", team, model])
+        out.append(
+            [
+                "c1",
+                sched,
+                job,
+                1,
+                logical,
+                job,
+                1,
+                "ended",
+                at(start - wait_h),
+                at(start),
+                at(end),
+                outcome,
+                reason,
+                0 if outcome == "success" else 137,
+                outcome.upper(),
+                [node],
+                1.0,
+                (end - start) * 3600,
+                wait_h * 3600,
+                wait_h * 3600,
+                ckpt,
+                4 * 3600.0 if reason == "oom" else 0.0,
+                ns,
+                acct,
+                "",
+                "gpu",
+                "batch",
+                team,
+                model,
+            ]
+        )
     return out
 
 
 def reference_rows(client: Client) -> None:
     jan = datetime(2026, 1, 1, tzinfo=UTC)
-    org = [("team_business_unit", "llm", "research"), ("team_business_unit", "search", "product"),
-           ("team_business_unit", "ledger", "finance"), ("namespace_team", "search-ns", "search"),
-           ("account_team", "llm", "llm")]
-    client.insert("org_mappings", [["org1", "c1", jan, k, key, v] for k, key, v in org],
-                  column_names=["event_id", "cluster", "effective_from", "kind", "key", "value"])
+    org = [
+        ("team_business_unit", "llm", "research"),
+        ("team_business_unit", "search", "product"),
+        ("team_business_unit", "ledger", "finance"),
+        ("namespace_team", "search-ns", "search"),
+        ("account_team", "llm", "llm"),
+    ]
+    client.insert(
+        "org_mappings",
+        [["org1", "c1", jan, k, key, v] for k, key, v in org],
+        column_names=["event_id", "cluster", "effective_from", "kind", "key", "value"],
+    )
     rates, shared = [], []
     for later, since in ((False, datetime(2026, 3, 1, tzinfo=UTC)), (True, CHANGE)):
         rates += [[f"p{int(later)}", "c1", since, "USD", m, r] for m, r in RATES[later].items()]
         shared.append([f"p{int(later)}", "c1", since, "USD", *SHARED.values(), "by_allocation" if later else "spread"])
-    client.insert("pricing_rates", rates,
-                  column_names=["event_id", "cluster", "effective_from", "currency", "gpu_model", "hourly_rate"])
-    client.insert("pricing_shared", shared, column_names=["event_id", "cluster", "effective_from", "currency",
-                                                          "network", "storage", "support", "operations", "idle_policy"])
+    client.insert(
+        "pricing_rates",
+        rates,
+        column_names=["event_id", "cluster", "effective_from", "currency", "gpu_model", "hourly_rate"],
+    )
+    client.insert(
+        "pricing_shared",
+        shared,
+        column_names=[
+            "event_id",
+            "cluster",
+            "effective_from",
+            "currency",
+            "network",
+            "storage",
+            "support",
+            "operations",
+            "idle_policy",
+        ],
+    )
     storage = []
     for h in range(0, HOURS + 1):
         t = T0 + timedelta(hours=h)
         storage.append([_id("s1", h), t, "c1", "n1", "lustre", "fs0", "j1", 1e11 * min(h, 60), 0.0])
         storage.append([_id("s3", h), t, "c1", "n2", "lustre", "fs0", "j3", 2e11 * min(max(h - 5, 0), 45), 1e11 * h])
-    client.insert("storage_samples", storage, column_names=["event_id", "time", "cluster", "node", "fs_type",
-                                                            "device", "job_id", "read_bytes", "write_bytes"])
-    runs = [(T0 + timedelta(hours=2), 180.0), (T0 + timedelta(hours=14), 182.0), (T0 + timedelta(hours=26), 181.0),
-            (T0 + timedelta(hours=38), 179.0), (T0 + timedelta(hours=50), 120.0)]
-    client.insert("benchmark_runs", [[f"b{i}", t, "c1", f"run{i}", "all_reduce_perf", ["n1", "n2"], 16, "2.21.5", bw,
-                                      bw, 0, 0, True, "{}"] for i, (t, bw) in enumerate(runs)],
-                  column_names=["event_id", "time", "cluster", "run_id", "collective", "hosts", "ranks", "nccl_version",
-                                "avg_busbw_gbps", "max_busbw_gbps", "wrong_total", "out_of_bounds", "ok", "payload"])
+    client.insert(
+        "storage_samples",
+        storage,
+        column_names=[
+            "event_id",
+            "time",
+            "cluster",
+            "node",
+            "fs_type",
+            "device",
+            "job_id",
+            "read_bytes",
+            "write_bytes",
+        ],
+    )
+    runs = [
+        (T0 + timedelta(hours=2), 180.0),
+        (T0 + timedelta(hours=14), 182.0),
+        (T0 + timedelta(hours=26), 181.0),
+        (T0 + timedelta(hours=38), 179.0),
+        (T0 + timedelta(hours=50), 120.0),
+    ]
+    client.insert(
+        "benchmark_runs",
+        [
+            [f"b{i}", t, "c1", f"run{i}", "all_reduce_perf", ["n1", "n2"], 16, "2.21.5", bw, bw, 0, 0, True, "{}"]
+            for i, (t, bw) in enumerate(runs)
+        ],
+        column_names=[
+            "event_id",
+            "time",
+            "cluster",
+            "run_id",
+            "collective",
+            "hosts",
+            "ranks",
+            "nccl_version",
+            "avg_busbw_gbps",
+            "max_busbw_gbps",
+            "wrong_total",
+            "out_of_bounds",
+            "ok",
+            "payload",
+        ],
+    )
 
 
 def expected_total() -> Decimal:
@@ -173,36 +436,54 @@ def expected_total() -> Decimal:
     return total + sum(SHARED.values(), Decimal(0)) * 3 / 31
 
 
-TABLES = ["gpu_usage_daily", "queue_time_daily", "idle_waste_daily", "failure_waste_daily", "idle_causes_daily",
-          "cost_allocation_daily", "fabric_health", "effective_cluster_unit_cost_monthly", "chargeback_monthly",
-          "capacity_plan"]
+TABLES = [
+    "gpu_usage_daily",
+    "queue_time_daily",
+    "idle_waste_daily",
+    "failure_waste_daily",
+    "idle_causes_daily",
+    "cost_allocation_daily",
+    "fabric_health",
+    "effective_cluster_unit_cost_monthly",
+    "chargeback_monthly",
+    "capacity_plan",
+]
 
 
 def snapshot(client: Client) -> dict[str, list[tuple[object, ...]]]:
     """Every row of every asset table, in a stable order."""
-    return {table: sorted(map(tuple, client.query(f"SELECT * FROM {table}").result_rows), key=repr)
-            for table in TABLES}
+    return {table: sorted(map(tuple, client.query(f"SELECT * FROM {table}").result_rows), key=repr) for table in TABLES}
 
 
 def materialize_all(settings: Settings, out_dir: Path) -> list[dg.ExecuteInProcessResult]:
     """The daily assets (and their checks) for each day, then the monthly ones for March."""
-    resources = {"clickhouse": ClickHouseResource.from_settings(settings), "pricing": PricingResource(),
-                 "org": OrgResource(), "exports": ExportResource(out_dir=str(out_dir)),
-                 "capacity": CapacityResource(targets={"H100": 100.0})}
+    resources = {
+        "clickhouse": ClickHouseResource.from_settings(settings),
+        "pricing": PricingResource(),
+        "org": OrgResource(),
+        "exports": ExportResource(out_dir=str(out_dir)),
+        "capacity": CapacityResource(targets={"H100": 100.0}),
+    }
     assets = [a for a in defs.assets or [] if isinstance(a, dg.AssetsDefinition)]
     checks = [c for c in defs.asset_checks or [] if isinstance(c, dg.AssetChecksDefinition)]
     day_assets = [a for a in assets if isinstance(a.partitions_def, dg.DailyPartitionsDefinition)]
     month_assets = [a for a in assets if isinstance(a.partitions_def, dg.MonthlyPartitionsDefinition)]
     assert len(day_assets) + len(month_assets) == len(assets) == 11 and capacity_plan in month_assets
-    results = [dg.materialize([*day_assets, *_checks_for(checks, day_assets)], partition_key=day, resources=resources)
-               for day in DAYS]
-    results.append(dg.materialize([*month_assets, *_checks_for(checks, month_assets)], partition_key="2026-03-01",
-                                  resources=resources))
+    results = [
+        dg.materialize([*day_assets, *_checks_for(checks, day_assets)], partition_key=day, resources=resources)
+        for day in DAYS
+    ]
+    results.append(
+        dg.materialize(
+            [*month_assets, *_checks_for(checks, month_assets)], partition_key="2026-03-01", resources=resources
+        )
+    )
     return results
 
 
-def _checks_for(checks: list[dg.AssetChecksDefinition],
-                assets: list[dg.AssetsDefinition]) -> list[dg.AssetChecksDefinition]:
+def _checks_for(
+    checks: list[dg.AssetChecksDefinition], assets: list[dg.AssetsDefinition]
+) -> list[dg.AssetChecksDefinition]:
     keys = {k for a in assets for k in a.keys}
     return [c for c in checks if any(spec.asset_key in keys for spec in c.check_specs)]
 
@@ -214,10 +495,22 @@ def load_fixture_rows(settings: Settings) -> None:
     try:
         facts, windows = fact_rows()
         client.insert("gpu_usage_facts", facts, column_names=FACT_COLS)
-        client.insert("fact_windows", windows, column_names=["cluster", "node", "window_start", "version",
-                                                             "capacity_seconds", "rows", "physical_gpus",
-                                                             "window_seconds"])
+        client.insert(
+            "fact_windows",
+            windows,
+            column_names=[
+                "cluster",
+                "node",
+                "window_start",
+                "version",
+                "capacity_seconds",
+                "rows",
+                "physical_gpus",
+                "window_seconds",
+            ],
+        )
         client.insert("job_attempts", attempt_rows(), column_names=ATTEMPT_COLS)
+        client.insert("gpu_inventory", inventory_rows(), column_names=INVENTORY_COLS)
         reference_rows(client)
         rollup.rebuild_stale(client, datetime(1970, 1, 1, tzinfo=UTC))  # as the workers do after facts and org versions
     finally:
@@ -231,7 +524,8 @@ def warehouse(isolated_settings: Settings) -> Settings:
 
 
 def test_assets_twice_same_rows_checks_pass_and_focus_export_reconciles(
-        warehouse: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    warehouse: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     first = materialize_all(warehouse, tmp_path / "a")
     client = get_client(warehouse)
     try:
@@ -256,15 +550,24 @@ def _assert_content(client: Client) -> None:
     assert q("SELECT sum(gpu_seconds) FROM gpu_usage_daily").result_rows[0][0] == pytest.approx(HOURS * 4 * 3600)
     lost, failed = q("SELECT sum(lost_gpu_seconds), sum(failed_gpu_seconds) FROM failure_waste_daily").result_rows[0]
     assert (lost, failed) == (pytest.approx(4 * 3600), pytest.approx(10 * 3600))
-    units = {str(bu): float(s) for bu, s in q("SELECT business_unit, sum(gpu_seconds) FROM gpu_usage_daily "
-                                              "WHERE kind = 'allocated' GROUP BY business_unit").result_rows}
+    units = {
+        str(bu): float(s)
+        for bu, s in q(
+            "SELECT business_unit, sum(gpu_seconds) FROM gpu_usage_daily "
+            "WHERE kind = 'allocated' GROUP BY business_unit"
+        ).result_rows
+    }
     # the correction took hour 49 of j3 away; "rogue" is not mapped to a business unit
-    assert units == {"research": pytest.approx(60.5 * 3600), "product": pytest.approx(41 * 3600),
-                     "unassigned": pytest.approx(44 * 3600)}
+    assert units == {
+        "research": pytest.approx(60.5 * 3600),
+        "product": pytest.approx(41 * 3600),
+        "unassigned": pytest.approx(44 * 3600),
+    }
     total = Decimal(q("SELECT sum(cost) FROM chargeback_monthly").result_rows[0][0])
     assert abs(total - expected_total()) <= Decimal("0.04")
-    row = q("SELECT total, accepted_units, unit_kind, unit_cost "
-            "FROM effective_cluster_unit_cost_monthly").result_rows[0]
+    row = q("SELECT total, accepted_units, unit_kind, unit_cost FROM effective_cluster_unit_cost_monthly").result_rows[
+        0
+    ]
     assert row[0] == total and row[1] == 3 and row[2] == "successful_runs"
     assert row[3] == (total / 3).quantize(Decimal("0.000001"))
     flagged = q("SELECT node_set, below_baseline FROM fabric_health WHERE day = '2026-03-16'").result_rows
@@ -293,8 +596,9 @@ def _assert_export(settings: Settings, out: Path, monkeypatch: pytest.MonkeyPatc
             args = ["export", "chargeback", "--period", "2026-03", "--format", fmt, "--out", str(out)]
             res = runner.invoke(app, args)
             assert res.exit_code == 0, res.output
-        res = runner.invoke(app, ["export", "chargeback", "--period", "2026-03", "--out", str(out / "bu"),
-                                  "--business-unit", "product"])
+        res = runner.invoke(
+            app, ["export", "chargeback", "--period", "2026-03", "--out", str(out / "bu"), "--business-unit", "product"]
+        )
         assert res.exit_code == 0, res.output
         uc = runner.invoke(app, ["report", "unit-cost", "--period", "2026-03", "--format", "json"])
         assert uc.exit_code == 0 and '"retries"' in uc.output and '"unit_cost"' in uc.output

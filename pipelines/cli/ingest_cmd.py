@@ -91,6 +91,13 @@ def parse_files(source: Source, paths: list[Path], cluster: str, hints: dict[str
         raise NotThisFormat(f"not {source.value} input: {exc}") from None
 
 
+def parse_manifest_entry(base: Path, entry: dict[str, Any], cluster: str) -> ParseResult:
+    """One file of a simulator manifest, with the files it is read together with (``with``: a pods
+    file's ResourceClaims and ResourceSlices) and its parser hints."""
+    paths = [base / entry["path"], *(base / p for p in entry.get("with", ()))]
+    return parse_files(Source(entry["source"]), paths, cluster, entry.get("hints"))
+
+
 def summary(result: ParseResult) -> dict[str, Any]:
     by_type: dict[str, int] = {}
     for e in result.events:

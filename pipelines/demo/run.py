@@ -89,7 +89,7 @@ def simulate(cfg: DemoConfig, sim_dir: Path, step: Step) -> dict[str, Any]:
 def publish(settings: Settings, cfg: DemoConfig, sim_dir: Path, manifest: dict[str, Any],
             step: Step) -> tuple[int, int]:
     """Parse every simulator file with the ingest parsers and publish it through the producer."""
-    from pipelines.cli.ingest_cmd import Source, parse_file
+    from pipelines.cli.ingest_cmd import parse_manifest_entry
     from pipelines.producer import EventProducer
 
     files = manifest["files"]
@@ -97,7 +97,7 @@ def publish(settings: Settings, cfg: DemoConfig, sim_dir: Path, manifest: dict[s
     events = letters = 0
     with EventProducer(settings) as producer:
         for entry in files:
-            result = parse_file(Source(entry["source"]), sim_dir / entry["path"], cfg.cluster, entry.get("hints"))
+            result = parse_manifest_entry(sim_dir, entry, cfg.cluster)
             producer.publish_result(result)
             events, letters = events + len(result.events), letters + len(result.dead_letters)
             advance(1)

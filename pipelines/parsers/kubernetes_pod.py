@@ -6,7 +6,8 @@ GPU resources, from each container's ``resources.limits`` (``requests`` when no 
 * ``nvidia.com/mig-<g>g.<mem>gb`` -> ``{"kind": "mig", "profile": "<g>g.<mem>gb", "count": n}``
 * ``nvidia.com/gpu.shared`` -> ``{"kind": "shared", "count": n, "replicas": N}``; N (replicas per
   GPU of the time-slicing config) from the pod annotation ``gpuledger.io/replicas``, else the
-  ``replicas`` hint, else 4 (docs/ATTRIBUTION.md "Device ids on pods").
+  ``replicas`` hint, else none: the node's ``nvidia.com/gpu.replicas`` in force decides, 4 when no
+  source states it (docs/ATTRIBUTION.md "Device ids on pods").
 
 The pod's GPUs are the sum over its containers, or the largest init container's when larger
 (init containers run before the app containers and reuse the same devices). A pod without any
@@ -33,7 +34,6 @@ SHARED = "nvidia.com/gpu.shared"
 MIG_PREFIX = "nvidia.com/mig-"
 DEVICES_ANNOTATION = "gpuledger.io/devices"
 REPLICAS_ANNOTATION = "gpuledger.io/replicas"
-DEFAULT_REPLICAS = 4
 PRODUCT_SELECTOR = "nvidia.com/gpu.product"
 
 
@@ -210,12 +210,14 @@ def _quantity(value: Any, resource: str) -> int:
     raise ValueError(f"{resource} quantity must be a whole number, got {str(value)[:20]!r}")
 
 
-def _replicas(annotation: str | None, hint: int | None) -> int:
+def _replicas(annotation: str | None, hint: int | None) -> int | None:
+    """The pod's annotation, else the collector's hint, else None: the node's replicas in force
+    decide (``nvidia.com/gpu.replicas``; docs/ATTRIBUTION.md "Time-slicing and MPS per node")."""
     if annotation is not None:
         if not annotation.strip().isdecimal() or int(annotation) < 1:
             raise ValueError(f"{REPLICAS_ANNOTATION} must be a positive integer, got {annotation[:20]!r}")
         return int(annotation)
-    return hint or DEFAULT_REPLICAS
+    return hint
 
 
 def _container(name: str, status: dict[str, Any]) -> GpuContainer:

@@ -20,7 +20,7 @@ from kafka import KafkaConsumer
 from infra.kafka.broker import ensure_topics
 from infra.services import apply_migrations
 from pipelines import events as ev
-from pipelines.cli.ingest_cmd import Source, parse_file
+from pipelines.cli.ingest_cmd import parse_manifest_entry
 from pipelines.producer import EventProducer
 from pipelines.settings import Settings
 from pipelines.topics import SCHEDULER_ALLOCATIONS, physical_name
@@ -86,7 +86,7 @@ class Pipeline:
         sent = 0
         with EventProducer(self.settings) as producer:
             for entry in manifest["files"]:
-                result = parse_file(Source(entry["source"]), sim_out / entry["path"], "sim", entry.get("hints"))
+                result = parse_manifest_entry(sim_out, entry, "sim")
                 for event in result.events:
                     if limit is not None and sent >= limit:
                         return sent

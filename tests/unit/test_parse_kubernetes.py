@@ -266,7 +266,8 @@ def test_job_retry_after_restarts_continues_the_numbering() -> None:
     ({"nvidia.com/mig-1g.10gb+me": "2"}, {}, None, [("mig", 2, "1g.10gb+me", None)]),
     ({"nvidia.com/gpu.shared": "1"}, {"gpuledger.io/replicas": "8"}, 2, [("shared", 1, None, 8)]),
     ({"nvidia.com/gpu.shared": "2"}, {}, 2, [("shared", 2, None, 2)]),
-    ({"nvidia.com/gpu.shared": "1"}, {}, None, [("shared", 1, None, 4)]),  # documented default
+    # no annotation, no hint: the node's replicas in force decide (4 when no source states them)
+    ({"nvidia.com/gpu.shared": "1"}, {}, None, [("shared", 1, None, None)]),
     ({"cpu": "4", "memory": "1Gi"}, {}, None, []),
 ])
 def test_gpu_limits(limits: dict[str, Any], annotations: dict[str, str], replicas: int | None,

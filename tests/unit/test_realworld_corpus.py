@@ -62,15 +62,10 @@ ROWS = [
     Row("storage_node_exporter_e2e_output.prom", "storage", f"{AT} --node node1", {"storage.counters": 1}, 0),
     Row("storage_mountstats_node_exporter_fixture.txt", "storage", f"{AT} --node node1", {"storage.counters": 1}, 0),
 ]
-XFAIL = {
-    "k8s_pods_list_minikube_kuard.json": pytest.mark.xfail(
-        strict=True, reason="note for pods without GPU: kubernetes parser"
-    ),
-}
 
 
 def _param(row: Row) -> Any:
-    return pytest.param(row, id=row.file, marks=[XFAIL[row.file]] if row.file in XFAIL else [])
+    return pytest.param(row, id=row.file)
 
 
 def ingest(row: Row) -> dict[str, Any]:

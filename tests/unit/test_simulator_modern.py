@@ -315,10 +315,10 @@ def test_cost_truth_conserves_the_cluster_cost_with_shared_gpus(modern: Simulati
 
 
 def test_todays_parsers_read_every_listed_file_with_only_the_planted_dead_letters(modern: SimulationResult) -> None:
-    from pipelines.cli.ingest_cmd import Source, parse_file
+    from pipelines.cli.ingest_cmd import parse_manifest_entry
 
     for entry in modern.manifest["files"]:
-        result = parse_file(Source(entry["source"]), modern.path(entry["path"]), "sim", entry.get("hints"))
+        result = parse_manifest_entry(modern.out_dir, entry, "sim")
         assert result.events, entry["path"]
         assert len(result.dead_letters) == entry["malformed_records"], entry["path"]
 

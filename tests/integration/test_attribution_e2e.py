@@ -60,6 +60,15 @@ def small(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+@pytest.fixture(scope="module")
+def modern(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from pipelines.simulator import simulate
+
+    out = tmp_path_factory.mktemp("sim8modern")
+    simulate(nodes=8, hours=4, seed=7, out_dir=out, modern_sharing=True)
+    return out
+
+
 @pytest.fixture
 def pipeline(isolated_settings: Settings, tmp_path: Path):  # type: ignore[no-untyped-def]
     p = Pipeline(isolated_settings, tmp_path)
@@ -149,6 +158,20 @@ def test_one_day_sixteen_nodes_matches_ground_truth(pipeline: Pipeline, day_16: 
         _compare(pipeline, truth, by)
     for by in ("team", "node"):
         _compare_causes(pipeline, truth, by)
+
+
+def test_modern_gpu_sharing_matches_ground_truth(pipeline: Pipeline, modern: Path) -> None:
+    """Time-slicing (10 replicas) and MPS (2) from the nodes' own labels, GPUs through DRA claims (whole,
+    MIG, one device shared by one to three pods) and an exporter without NODE_NAME, against the
+    simulator's ground truth."""
+    truth = _truth(modern)
+    roles = truth["modern_sharing"]
+    assert {roles["mps"], roles["dra"], roles["time-slicing"]} <= set(truth["by"]["node"])
+    pipeline.start_worker(0)
+    pipeline.publish_dir(modern)
+    pipeline.wait(timeout_s=600)
+    for by in ("team", "model", "node"):
+        _compare(pipeline, truth, by)
 
 
 def _totals(pipeline: Pipeline, truth: dict) -> dict[str, tuple[float, float, float]]:  # type: ignore[type-arg]

@@ -122,14 +122,16 @@ def test_the_validator_refuses_unknown_fields_and_kinds() -> None:
     assert done.returncode == 1  # a duplicated key
 
 
-def test_the_collector_may_only_get_list_and_watch_pods_and_nodes(
+def test_the_collector_may_only_read_pods_nodes_and_gpu_claims(
         rendered: dict[str, list[dict[str, Any]]]) -> None:
     for variant, objs in rendered.items():
         roles = [o for o in objs if o["kind"] in ("Role", "ClusterRole")]
         assert len(roles) == 1, variant
         grants = {(group, resource, verb) for rule in roles[0]["rules"] for group in rule.get("apiGroups", [])
                   for resource in rule.get("resources", []) for verb in rule.get("verbs", [])}
-        assert grants == {("", r, v) for r in ("pods", "nodes") for v in ("get", "list", "watch")}, variant
+        # pods and nodes watched; DRA ResourceClaims and ResourceSlices listed at every poll
+        assert grants == {("", r, v) for r in ("pods", "nodes") for v in ("get", "list", "watch")} | {
+            ("resource.k8s.io", r, v) for r in ("resourceclaims", "resourceslices") for v in ("get", "list")}, variant
         assert all(set(rule) <= {"apiGroups", "resources", "verbs"} for rule in roles[0]["rules"]), variant
         bindings = [o for o in objs if o["kind"] in ("RoleBinding", "ClusterRoleBinding")]
         assert [b["roleRef"]["name"] for b in bindings] == [roles[0]["metadata"]["name"]]

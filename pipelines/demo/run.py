@@ -26,8 +26,10 @@ Step = Callable[[str, float | None], Advance]
 DEFAULT_START = datetime(2026, 11, 2, tzinfo=UTC)
 # Dagster's run log stays out of the progress bars; failed checks and runs are reported by the demo
 QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
-DCGM_NOTE = ("dcgm history from the simulator's Prometheus query_range file (the live path — exporter, "
-             "Prometheus, `gpuledger collect dcgm --prometheus` — is exercised by the collector's tests)")
+DCGM_NOTE = (
+    "dcgm history from the simulator's Prometheus query_range file (the live path — exporter, "
+    "Prometheus, `gpuledger collect dcgm --prometheus` — is exercised by the collector's tests)"
+)
 
 
 @dataclass
@@ -86,8 +88,9 @@ def simulate(cfg: DemoConfig, sim_dir: Path, step: Step) -> dict[str, Any]:
     return result.manifest
 
 
-def publish(settings: Settings, cfg: DemoConfig, sim_dir: Path, manifest: dict[str, Any],
-            step: Step) -> tuple[int, int]:
+def publish(
+    settings: Settings, cfg: DemoConfig, sim_dir: Path, manifest: dict[str, Any], step: Step
+) -> tuple[int, int]:
     """Parse every simulator file with the ingest parsers and publish it through the producer."""
     from pipelines.cli.ingest_cmd import parse_manifest_entry
     from pipelines.producer import EventProducer
@@ -115,8 +118,10 @@ def wait(settings: Settings, cfg: DemoConfig, step: Step) -> None:
     done, deadline = 0, time.monotonic() + cfg.timeout_s
     while lag.messages or lag.nodes_pending:
         if time.monotonic() > deadline:
-            raise NotCaughtUp(f"after {cfg.timeout_s:.0f}s {lag.messages} messages are unconsumed and "
-                              f"{lag.nodes_pending} nodes not yet attributed: is a stream worker running?")
+            raise NotCaughtUp(
+                f"after {cfg.timeout_s:.0f}s {lag.messages} messages are unconsumed and "
+                f"{lag.nodes_pending} nodes not yet attributed: is a stream worker running?"
+            )
         time.sleep(1.0)
         lag = current_lag(settings, targets)
         now_done = total - min(lag.messages, total)
@@ -138,9 +143,13 @@ def materialize(settings: Settings, cfg: DemoConfig, step: Step) -> list[str]:
         PricingResource,
     )
 
-    resources = {"clickhouse": ClickHouseResource.from_settings(settings), "pricing": PricingResource(),
-                 "org": OrgResource(), "exports": ExportResource(),
-                 "capacity": CapacityResource()}
+    resources = {
+        "clickhouse": ClickHouseResource.from_settings(settings),
+        "pricing": PricingResource(),
+        "org": OrgResource(),
+        "exports": ExportResource(),
+        "capacity": CapacityResource(),
+    }
     assets = [a for a in defs.assets or [] if isinstance(a, dg.AssetsDefinition)]
     checks = [c for c in defs.asset_checks or [] if isinstance(c, dg.AssetChecksDefinition)]
     daily = [a for a in assets if isinstance(a.partitions_def, dg.DailyPartitionsDefinition)]
@@ -151,10 +160,14 @@ def materialize(settings: Settings, cfg: DemoConfig, step: Step) -> list[str]:
     for group, key in runs:
         keys = {k for a in group for k in a.keys}
         mine = [c for c in checks if any(spec.asset_key in keys for spec in c.check_specs)]
-        result = dg.materialize([*group, *mine], partition_key=key, resources=resources, raise_on_error=False,
-                                run_config=QUIET)
-        failed += [f"{key}: {e.check_name} ({e.severity.value.lower()})"
-                   for e in result.get_asset_check_evaluations() if not e.passed]
+        result = dg.materialize(
+            [*group, *mine], partition_key=key, resources=resources, raise_on_error=False, run_config=QUIET
+        )
+        failed += [
+            f"{key}: {e.check_name} ({e.severity.value.lower()})"
+            for e in result.get_asset_check_evaluations()
+            if not e.passed
+        ]
         if not result.success:
             failed.append(f"{key}: the run failed; the assets after the failed blocking check were not materialized")
         advance(1)
@@ -182,9 +195,21 @@ def write_outputs(settings: Settings, cfg: DemoConfig, step: Step, note: str) ->
     dashboard, report = cfg.out / "dashboard.html", cfg.out / "sre-failures.md"
     dashboard.write_text(html.render(data, note), encoding="utf-8")
     report.write_text(sre.render(data), encoding="utf-8")
-    (cfg.out / "demo.json").write_text(json.dumps({"cluster": cfg.cluster, "nodes": cfg.nodes, "hours": cfg.hours,
-                                                   "seed": cfg.seed, "start": data["start"], "end": data["end"],
-                                                   "totals": data["totals"]}, indent=2), encoding="utf-8")
+    (cfg.out / "demo.json").write_text(
+        json.dumps(
+            {
+                "cluster": cfg.cluster,
+                "nodes": cfg.nodes,
+                "hours": cfg.hours,
+                "seed": cfg.seed,
+                "start": data["start"],
+                "end": data["end"],
+                "totals": data["totals"],
+            },
+            indent=2,
+        ),
+        encoding="utf-8",
+    )
     return data, [dashboard, report, *files]
 
 

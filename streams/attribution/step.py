@@ -83,8 +83,13 @@ class Plan:
     input_seq: int = 0  # the node's newest activity seq
 
 
-def plans(rows: Iterable[tuple[object, ...]], settings: Settings, now_ns: int,
-          owns: Callable[[str, str], bool], quarantined: dict[tuple[str, str], Quarantine] | None = None) -> list[Plan]:
+def plans(
+    rows: Iterable[tuple[object, ...]],
+    settings: Settings,
+    now_ns: int,
+    owns: Callable[[str, str], bool],
+    quarantined: dict[tuple[str, str], Quarantine] | None = None,
+) -> list[Plan]:
     """The due ranges of the nodes this worker owns (a quarantined node only once newer input came)."""
     out: list[Plan] = []
     for row in rows:
@@ -107,8 +112,13 @@ def groups(todo: Sequence[Plan]) -> list[list[Plan]]:
     load = 0.0
     for p in sorted(todo, key=lambda p: (p.cluster, p.start, p.node)):
         current = out[-1] if out else None
-        if (current is None or current[0].cluster != p.cluster or len(current) >= MAX_NODES_PER_QUERY
-                or p.end - current[0].start > 2 * CHUNK_S or load + (p.end - p.start) > NODE_SECONDS_PER_QUERY):
+        if (
+            current is None
+            or current[0].cluster != p.cluster
+            or len(current) >= MAX_NODES_PER_QUERY
+            or p.end - current[0].start > 2 * CHUNK_S
+            or load + (p.end - p.start) > NODE_SECONDS_PER_QUERY
+        ):
             out.append([p])
             load = p.end - p.start
         else:
@@ -133,8 +143,11 @@ def run_step(wh: Warehouse, settings: Settings, owns: Callable[[str, str], bool]
         failed: set[tuple[str, str]] = set()
         for group in groups(chunks):
             failed |= _compute_group(wh, settings, group, report, quarantined)
-        remaining = [replace(p, start=c.end) for p, c in zip(remaining, chunks, strict=True)
-                     if c.end < p.end and (p.cluster, p.node) not in failed]
+        remaining = [
+            replace(p, start=c.end)
+            for p, c in zip(remaining, chunks, strict=True)
+            if c.end < p.end and (p.cluster, p.node) not in failed
+        ]
     # after the facts: an org version's hours, a bounded part per step (every worker may do it: idempotent)
     report.rebuilds_pending = wh.work_rollup_rebuilds()
     return report
@@ -145,8 +158,13 @@ def _chunk(p: Plan) -> Plan:
     return replace(p, end=end, processed_seq=p.processed_seq if end >= p.end else p.previous_seq)
 
 
-def _compute_group(wh: Warehouse, settings: Settings, group: list[Plan], report: StepReport,
-                   quarantined: dict[tuple[str, str], Quarantine]) -> set[tuple[str, str]]:
+def _compute_group(
+    wh: Warehouse,
+    settings: Settings,
+    group: list[Plan],
+    report: StepReport,
+    quarantined: dict[tuple[str, str], Quarantine],
+) -> set[tuple[str, str]]:
     """Compute and write one group's chunks; returns the nodes that failed (now in quarantine)."""
     w = settings.window_seconds
     cluster = group[0].cluster
@@ -169,8 +187,9 @@ def _compute_group(wh: Warehouse, settings: Settings, group: list[Plan], report:
         try:
             if p.node in rejected:
                 raise ValueError(rejected[p.node])
-            result = compute_range_full(cluster, p.node, p.start, p.end, w, own, placements.get(p.node, []),
-                                        inputs.get(p.node))
+            result = compute_range_full(
+                cluster, p.node, p.start, p.end, w, own, placements.get(p.node, []), inputs.get(p.node)
+            )
         except Exception as exc:  # this node's input breaks its computation: the others go on
             log.error("node %s/%s quarantined: %s", cluster, p.node, exc)
             held = quarantined.get(key)

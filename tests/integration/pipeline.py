@@ -35,8 +35,13 @@ REPO = Path(__file__).resolve().parents[2]
 def allocations(settings: Settings, *, quiet_ms: int) -> list[ev.Envelope]:
     """Every event on the settings' scheduler.allocations topic, read from the start until none came
     for ``quiet_ms``."""
-    consumer = KafkaConsumer(physical_name(SCHEDULER_ALLOCATIONS, settings), **settings.kafka_client_config(),
-                             auto_offset_reset="earliest", enable_auto_commit=False, consumer_timeout_ms=quiet_ms)
+    consumer = KafkaConsumer(
+        physical_name(SCHEDULER_ALLOCATIONS, settings),
+        **settings.kafka_client_config(),
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        consumer_timeout_ms=quiet_ms,
+    )
     try:
         return [ev.decode(m.value) for m in consumer]
     finally:
@@ -59,7 +64,10 @@ class Pipeline:
         log = self._logs[index] = open(self.logs / f"worker-{index}.log", "ab")  # noqa: SIM115
         self.workers[index] = subprocess.Popen(
             [sys.executable, "-m", "streams", "worker", "--index", str(index), "--loglevel", "warn"],
-            env=self.env(), stdout=log, stderr=subprocess.STDOUT, cwd=REPO,
+            env=self.env(),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=REPO,
         )
 
     def kill_worker(self, index: int, sig: int = signal.SIGKILL) -> None:
@@ -127,11 +135,11 @@ class Pipeline:
             rows = client.query(
                 "SELECT window_start, node, slot, kind, job_id, attempt, round(gpu_seconds, 6), "
                 "round(busy_seconds, 6), round(unobserved_seconds, 6), round(energy_joules, 3) FROM current_facts "
-                "ORDER BY window_start, node, slot, kind, job_id, attempt").result_rows
+                "ORDER BY window_start, node, slot, kind, job_id, attempt"
+            ).result_rows
         finally:
             client.close()
         return [tuple(r) for r in rows]
-
 
     def attempts_digest(self) -> list[tuple[Any, ...]]:
         """Every attempt record (its newest version), without the version, in a stable order."""
@@ -140,7 +148,8 @@ class Pipeline:
             rows = client.query(
                 "SELECT cluster, job_id, attempt, state, start_time, end_time, outcome, failure_reason, nodes, "
                 "round(gpu_seconds, 6), round(lost_gpu_seconds, 6) FROM job_attempts FINAL "
-                "ORDER BY cluster, job_id, attempt").result_rows
+                "ORDER BY cluster, job_id, attempt"
+            ).result_rows
         finally:
             client.close()
         return [tuple(r) for r in rows]

@@ -32,11 +32,11 @@ ENERGY_REL_TOL = 0.001
 CAUSE_TOL_S = 0.01  # GPU-seconds per owner and cause
 
 
-def _truth(out: Path) -> dict:  # type: ignore[type-arg]
+def _truth(out: Path) -> dict:
     return json.loads((out / "truth.json").read_text())
 
 
-def _span(truth: dict) -> tuple[datetime, datetime]:  # type: ignore[type-arg]
+def _span(truth: dict) -> tuple[datetime, datetime]:
     start = datetime.fromisoformat(truth["start"].replace("Z", "+00:00"))
     end = datetime.fromisoformat(truth["end"].replace("Z", "+00:00"))
     return start, end
@@ -70,14 +70,14 @@ def modern(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def pipeline(isolated_settings: Settings, tmp_path: Path):  # type: ignore[no-untyped-def]
+def pipeline(isolated_settings: Settings, tmp_path: Path):
     p = Pipeline(isolated_settings, tmp_path)
     yield p
     p.stop_all()
 
 
 @pytest.fixture
-def failover_pipeline(isolated_settings: Settings, tmp_path: Path):  # type: ignore[no-untyped-def]
+def failover_pipeline(isolated_settings: Settings, tmp_path: Path):
     """Workers whose group gives a SIGKILLed member's partitions away after 10 s instead of 60 s: the
     takeover is what is tested, not how long the broker waits for a member that is gone."""
     p = Pipeline(isolated_settings.model_copy(update={"stream_session_timeout_seconds": 10.0}), tmp_path)
@@ -85,7 +85,7 @@ def failover_pipeline(isolated_settings: Settings, tmp_path: Path):  # type: ign
     p.stop_all()
 
 
-def _compare(pipeline: Pipeline, truth: dict, by: str) -> None:  # type: ignore[type-arg]
+def _compare(pipeline: Pipeline, truth: dict, by: str) -> None:
     start, end = _span(truth)
     got = pipeline.gpu_hours(by, start, end)
     want = truth["by"][by]
@@ -105,10 +105,11 @@ def _compare(pipeline: Pipeline, truth: dict, by: str) -> None:  # type: ignore[
         assert row["energy_kwh"] * 3.6e6 == pytest.approx(energy, rel=ENERGY_REL_TOL, abs=100.0), (by, key)
     unalloc = got.get("__unallocated__", {"gpu_hours": 0.0})["gpu_hours"] * 3600
     assert unalloc == pytest.approx(truth["unallocated_gpu_seconds"], abs=ALLOC_TOL_S * 10), _unallocated_diff(
-        pipeline, truth)
+        pipeline, truth
+    )
 
 
-def _unallocated_diff(pipeline: Pipeline, truth: dict) -> str:  # type: ignore[type-arg]
+def _unallocated_diff(pipeline: Pipeline, truth: dict) -> str:
     """Where unallocated capacity differs from the truth: the facts-level total, and per node and hour
     the facts against the hourly rollup (a failure message, to find the cause)."""
     start, end = _span(truth)
@@ -120,14 +121,15 @@ def _unallocated_diff(pipeline: Pipeline, truth: dict) -> str:  # type: ignore[t
             "SELECT f.node, f.hour, f.s, h.s FROM (SELECT node, toStartOfHour(window_start) AS hour, "
             "sum(gpu_seconds) AS s FROM current_facts WHERE kind = 'unallocated' GROUP BY node, hour) AS f "
             "FULL JOIN (SELECT node, hour, sum(gpu_seconds) AS s FROM current_hourly WHERE kind = 'unallocated' "
-            "GROUP BY node, hour) AS h ON f.node = h.node AND f.hour = h.hour WHERE abs(f.s - h.s) > 1").result_rows
+            "GROUP BY node, hour) AS h ON f.node = h.node AND f.hour = h.hour WHERE abs(f.s - h.s) > 1"
+        ).result_rows
     finally:
         client.close()
     nodes = {n: v.get("unallocated_gpu_seconds") for n, v in truth["by"]["node"].items()}
     return f"facts-level unallocated {level}; facts vs rollup differ at {rows}; truth by node {nodes}"
 
 
-def _idle_causes(pipeline: Pipeline, truth: dict, by: str) -> dict[str, dict[str, float]]:  # type: ignore[type-arg]
+def _idle_causes(pipeline: Pipeline, truth: dict, by: str) -> dict[str, dict[str, float]]:
     start, end = _span(truth)
     params = {"by": by, "start": start, "end": end, "cluster": "", **dict(IDLE_CAUSE_RULES)}
     got: dict[str, dict[str, float]] = {}
@@ -136,7 +138,7 @@ def _idle_causes(pipeline: Pipeline, truth: dict, by: str) -> dict[str, dict[str
     return got
 
 
-def _compare_causes(pipeline: Pipeline, truth: dict, by: str) -> None:  # type: ignore[type-arg]
+def _compare_causes(pipeline: Pipeline, truth: dict, by: str) -> None:
     """Each owner's idle GPU-seconds per cause as the simulator planted them (measured: equal to the
     millisecond on the 16-node day)."""
     got = _idle_causes(pipeline, truth, by)
@@ -146,7 +148,12 @@ def _compare_causes(pipeline: Pipeline, truth: dict, by: str) -> None:  # type: 
         causes = want.get(key, {})
         for cause in IDLE_CAUSES:
             assert got.get(key, {}).get(cause, 0.0) == pytest.approx(causes.get(cause, 0.0), abs=CAUSE_TOL_S), (
-                by, key, cause, got.get(key), causes)
+                by,
+                key,
+                cause,
+                got.get(key),
+                causes,
+            )
 
 
 def test_one_day_sixteen_nodes_matches_ground_truth(pipeline: Pipeline, day_16: Path) -> None:
@@ -174,10 +181,16 @@ def test_modern_gpu_sharing_matches_ground_truth(pipeline: Pipeline, modern: Pat
         _compare(pipeline, truth, by)
 
 
-def _totals(pipeline: Pipeline, truth: dict) -> dict[str, tuple[float, float, float]]:  # type: ignore[type-arg]
+def _totals(pipeline: Pipeline, truth: dict) -> dict[str, tuple[float, float, float]]:
     start, end = _span(truth)
-    return {k: (round(r["allocated_gpu_hours"] * 3600, 3), round(r["busy_gpu_hours"] * 3600, 3),
-                round(r["failed_gpu_hours"] * 3600, 3)) for k, r in pipeline.gpu_hours("team", start, end).items()}
+    return {
+        k: (
+            round(r["allocated_gpu_hours"] * 3600, 3),
+            round(r["busy_gpu_hours"] * 3600, 3),
+            round(r["failed_gpu_hours"] * 3600, 3),
+        )
+        for k, r in pipeline.gpu_hours("team", start, end).items()
+    }
 
 
 def test_same_facts_with_two_workers_after_a_kill_and_after_replay(failover_pipeline: Pipeline, small: Path) -> None:
@@ -215,12 +228,20 @@ def test_same_facts_with_two_workers_after_a_kill_and_after_replay(failover_pipe
 
 
 def _sample(node: str, t: datetime) -> ev.Envelope:
-    return ev.validate({
-        "id": ev.event_id("gpu.sample", "c1", node, t), "source": "dcgm", "type": "gpu.sample",
-        "time": t.isoformat(), "cluster": "c1",
-        "data": {"node": node, "interval_s": 30, "gpus": [
-            {"uuid": "GPU-late-0", "index": 0, "model": "NVIDIA H100 80GB HBM3", "gr_engine_active": 0.5}]},
-    })
+    return ev.validate(
+        {
+            "id": ev.event_id("gpu.sample", "c1", node, t),
+            "source": "dcgm",
+            "type": "gpu.sample",
+            "time": t.isoformat(),
+            "cluster": "c1",
+            "data": {
+                "node": node,
+                "interval_s": 30,
+                "gpus": [{"uuid": "GPU-late-0", "index": 0, "model": "NVIDIA H100 80GB HBM3", "gr_engine_active": 0.5}],
+            },
+        }
+    )
 
 
 def test_late_allocation_beyond_lateness_is_applied_as_a_correction(pipeline: Pipeline) -> None:
@@ -233,14 +254,28 @@ def test_late_allocation_beyond_lateness_is_applied_as_a_correction(pipeline: Pi
     before = pipeline.gpu_hours("team", t0, t0 + timedelta(hours=1))
     assert set(before) == {"__unallocated__"}
     assert before["__unallocated__"]["gpu_hours"] == pytest.approx(20 / 60)
-    late = ev.validate({
-        "id": ev.event_id("late-alloc"), "source": "kubernetes", "type": "allocation.ended",
-        "time": (t0 + timedelta(minutes=10)).isoformat(), "cluster": "c1",
-        "data": {"scheduler": "kubernetes", "job_id": "research/train-0", "node": "late-node", "state": "ended",
-                 "start_time": t0.isoformat(), "end_time": (t0 + timedelta(minutes=10)).isoformat(),
-                 "outcome": "failure", "failure_reason": "oom", "device_ids": ["GPU-late-0"],
-                 "gpus": [{"kind": "gpu", "count": 1}], "owner": {"namespace": "research", "labels": {"team": "llm"}}},
-    })
+    late = ev.validate(
+        {
+            "id": ev.event_id("late-alloc"),
+            "source": "kubernetes",
+            "type": "allocation.ended",
+            "time": (t0 + timedelta(minutes=10)).isoformat(),
+            "cluster": "c1",
+            "data": {
+                "scheduler": "kubernetes",
+                "job_id": "research/train-0",
+                "node": "late-node",
+                "state": "ended",
+                "start_time": t0.isoformat(),
+                "end_time": (t0 + timedelta(minutes=10)).isoformat(),
+                "outcome": "failure",
+                "failure_reason": "oom",
+                "device_ids": ["GPU-late-0"],
+                "gpus": [{"kind": "gpu", "count": 1}],
+                "owner": {"namespace": "research", "labels": {"team": "llm"}},
+            },
+        }
+    )
     with EventProducer(pipeline.settings) as producer:
         producer.publish(late)
     pipeline.wait(timeout_s=120)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -29,16 +30,24 @@ H100 = "NVIDIA H100 80GB HBM3"
 
 
 @pytest.fixture
-def warehouse(isolated_settings: Settings) -> Warehouse:
+def warehouse(isolated_settings: Settings) -> Iterator[Warehouse]:
     apply_migrations(isolated_settings)
     wh = Warehouse(isolated_settings)
-    yield wh  # type: ignore[misc]
+    yield wh
     wh.close()
 
 
 def _env(kind: str, t: datetime, data: dict[str, Any], source: str = "slurm", *key: object) -> ev.Envelope:
-    return ev.validate({"id": ev.event_id(kind, t, *key), "source": source, "type": kind, "time": t.isoformat(),
-                        "cluster": "c1", "data": data})
+    return ev.validate(
+        {
+            "id": ev.event_id(kind, t, *key),
+            "source": source,
+            "type": kind,
+            "time": t.isoformat(),
+            "cluster": "c1",
+            "data": data,
+        }
+    )
 
 
 def _samples(node: str, gpus: dict[str, int], until: dict[str, tuple[datetime, int]]) -> list[ev.Envelope]:
@@ -56,23 +65,30 @@ def _samples(node: str, gpus: dict[str, int], until: dict[str, tuple[datetime, i
     return out
 
 
-def _alloc(job: str, attempt: int, node: str, start_min: int, end_min: int | None = None,
-           **kw: Any) -> ev.Envelope:
-    data: dict[str, Any] = {"scheduler": "slurm", "job_id": job, "attempt": attempt, "node": node,
-                            "state": "running", "start_time": (T0 + timedelta(minutes=start_min)).isoformat(),
-                            "gpus": [{"kind": "gpu", "count": 1}], "owner": {"account": "vision"}}
+def _alloc(job: str, attempt: int, node: str, start_min: int, end_min: int | None = None, **kw: Any) -> ev.Envelope:
+    data: dict[str, Any] = {
+        "scheduler": "slurm",
+        "job_id": job,
+        "attempt": attempt,
+        "node": node,
+        "state": "running",
+        "start_time": (T0 + timedelta(minutes=start_min)).isoformat(),
+        "gpus": [{"kind": "gpu", "count": 1}],
+        "owner": {"account": "vision"},
+    }
     if end_min is not None:
         data.update(state="ended", end_time=(T0 + timedelta(minutes=end_min)).isoformat(), outcome="success")
     data.update(kw)
     kind = "allocation.ended" if end_min is not None else "allocation.running"
-    return _env(kind, T0 + timedelta(minutes=start_min), data, data["scheduler"], job, attempt, node,
-                data.get("uid"), end_min)
+    return _env(
+        kind, T0 + timedelta(minutes=start_min), data, data["scheduler"], job, attempt, node, data.get("uid"), end_min
+    )
 
 
 def _write(wh: Warehouse, events: list[ev.Envelope]) -> None:
     msgs = [Message("scheduler.allocations", 0, i, e.to_bytes()) for i, e in enumerate(events)]
     for i in range(0, len(msgs), 2000):
-        write_batch(wh, msgs[i:i + 2000], publish_dead_letters=lambda letters: None)
+        write_batch(wh, msgs[i : i + 2000], publish_dead_letters=lambda letters: None)
 
 
 def _step(wh: Warehouse, settings: Settings) -> None:
@@ -81,8 +97,10 @@ def _step(wh: Warehouse, settings: Settings) -> None:
 
 
 def _facts(wh: Warehouse) -> list[tuple[Any, ...]]:
-    return wh.client.query("SELECT node, window_start, gpu_uuid, kind, job_id, attempt, gpu_seconds "
-                           "FROM current_facts").result_rows
+    rows = wh.client.query(
+        "SELECT node, window_start, gpu_uuid, kind, job_id, attempt, gpu_seconds FROM current_facts"
+    ).result_rows
+    return [tuple(r) for r in rows]
 
 
 def test_capacity_is_the_physical_gpus_in_every_window(warehouse: Warehouse, isolated_settings: Settings) -> None:
@@ -91,8 +109,13 @@ def test_capacity_is_the_physical_gpus_in_every_window(warehouse: Warehouse, iso
         *_samples("n1", {"GPU-10": 0, "GPU-11": 1}, {"GPU-11": (fell, 79)}),
         *_samples("n2", {"GPU-20": 0, "GPU-21": 1}, {}),
         _env("node.state", T0, {"node": "n2", "state": "up", "gpus": 2}, "slurm", "n2"),
-        _env("node.state", T0 + timedelta(minutes=60), {"node": "n2", "state": "drained", "reason": "maint"},
-             "slurm", "n2"),
+        _env(
+            "node.state",
+            T0 + timedelta(minutes=60),
+            {"node": "n2", "state": "drained", "reason": "maint"},
+            "slurm",
+            "n2",
+        ),
         _env("node.state", T0 + timedelta(minutes=90), {"node": "n2", "state": "up", "gpus": 2}, "slurm", "n2"),
         _alloc("77", 1, "n1", 0),  # requeued: its end record never arrives
         # two pods on GPU-10 (conflicting scheduler data), then a re-created pod of the same name
@@ -111,10 +134,12 @@ def test_capacity_is_the_physical_gpus_in_every_window(warehouse: Warehouse, iso
 
     facts = _facts(warehouse)
     windows = warehouse.client.query(
-        "SELECT node, window_start, capacity_seconds, physical_gpus FROM fact_windows FINAL").result_rows
+        "SELECT node, window_start, capacity_seconds, physical_gpus FROM fact_windows FINAL"
+    ).result_rows
     assert len(windows) == 2 * HOURS * 60
-    assert all(r[3] == 2 and r[2] == pytest.approx(120.0, abs=1e-6) for r in windows), \
-        [r for r in windows if r[3] != 2 or abs(r[2] - 120) > 1e-6][:3]
+    assert all(r[3] == 2 and r[2] == pytest.approx(120.0, abs=1e-6) for r in windows), [
+        r for r in windows if r[3] != 2 or abs(r[2] - 120) > 1e-6
+    ][:3]
 
     by: dict[tuple[str, str, str], float] = defaultdict(float)
     for node, _, uuid, kind, job, attempt, seconds in facts:
@@ -131,47 +156,89 @@ def test_capacity_is_the_physical_gpus_in_every_window(warehouse: Warehouse, iso
 
     attempts = warehouse.client.query(
         "SELECT attempt, outcome, failure_reason, end_time, lost_gpu_seconds FROM job_attempts FINAL "
-        "WHERE job_id = '77' ORDER BY attempt").result_rows
+        "WHERE job_id = '77' ORDER BY attempt"
+    ).result_rows
     assert [(a, o, r) for a, o, r, _, _ in attempts] == [(1, "failure", "unknown"), (2, "running", "")]
     assert attempts[0][3].replace(tzinfo=UTC) == T0 + timedelta(minutes=120)
 
     conflicts = warehouse.client.query(
         "SELECT gpu_uuid, sum(claimed_seconds - capacity_seconds), any(owners) FROM attribution_conflicts FINAL "
-        "GROUP BY gpu_uuid").result_rows
+        "GROUP BY gpu_uuid"
+    ).result_rows
     assert conflicts == [("GPU-20", pytest.approx(20 * 60.0), ["kubernetes:ns/a#1", "kubernetes:ns/b#1"])]
 
 
-def test_a_failure_with_a_fatal_xid_at_its_end_is_a_gpu_error(warehouse: Warehouse,
-                                                               isolated_settings: Settings) -> None:
+def test_a_failure_with_a_fatal_xid_at_its_end_is_a_gpu_error(
+    warehouse: Warehouse, isolated_settings: Settings
+) -> None:
     def failed(job: str, node: str, end_min: int) -> ev.Envelope:
-        return _alloc(job, 1, node, 0, end_min, outcome="failure", failure_reason="app_error",
-                      scheduler_state="FAILED", exit_code=1)
+        return _alloc(
+            job,
+            1,
+            node,
+            0,
+            end_min,
+            outcome="failure",
+            failure_reason="app_error",
+            scheduler_state="FAILED",
+            exit_code=1,
+        )
 
     def xid_sample(node: str, minute: float, xid: int) -> ev.Envelope:
         t = T0 + timedelta(minutes=minute)
-        return _env("gpu.sample", t, {"node": node, "interval_s": 30, "gpus": [
-            {"uuid": f"GPU-{node}", "index": 0, "model": H100, "gr_engine_active": 0.0, "xid": xid}]}, "dcgm", node)
+        return _env(
+            "gpu.sample",
+            t,
+            {
+                "node": node,
+                "interval_s": 30,
+                "gpus": [{"uuid": f"GPU-{node}", "index": 0, "model": H100, "gr_engine_active": 0.0, "xid": xid}],
+            },
+            "dcgm",
+            node,
+        )
 
     _write(warehouse, [failed("81", "x1", 60), failed("82", "x2", 60), failed("83", "x3", 60), failed("84", "x4", 60)])
     # samples arrive after the attempts were recorded; only x1 and x2 show a fatal XID near the end
-    _write(warehouse, [xid_sample("x1", 58, 48), xid_sample("x2", 60.5, 79), xid_sample("x3", 40, 48),
-                       xid_sample("x4", 59, 13)])
+    _write(
+        warehouse,
+        [xid_sample("x1", 58, 48), xid_sample("x2", 60.5, 79), xid_sample("x3", 40, 48), xid_sample("x4", 59, 13)],
+    )
     # x5: the fatal XID is on the node's other GPU, not the one the attempt held
-    _write(warehouse, [_alloc("85", 1, "x5", 0, 60, outcome="failure", failure_reason="app_error",
-                              device_ids=["GPU-x5"]),
-                       xid_sample("x5", 59, 0), _env("gpu.sample", T0 + timedelta(minutes=59), {
-                           "node": "x5", "interval_s": 30, "gpus": [
-                               {"uuid": "GPU-x5b", "index": 1, "model": H100, "gr_engine_active": 0.0, "xid": 79}]},
-                           "dcgm", "x5b")])
+    _write(
+        warehouse,
+        [
+            _alloc("85", 1, "x5", 0, 60, outcome="failure", failure_reason="app_error", device_ids=["GPU-x5"]),
+            xid_sample("x5", 59, 0),
+            _env(
+                "gpu.sample",
+                T0 + timedelta(minutes=59),
+                {
+                    "node": "x5",
+                    "interval_s": 30,
+                    "gpus": [{"uuid": "GPU-x5b", "index": 1, "model": H100, "gr_engine_active": 0.0, "xid": 79}],
+                },
+                "dcgm",
+                "x5b",
+            ),
+        ],
+    )
     _step(warehouse, isolated_settings)  # the facts say which GPUs each attempt held
-    got = dict(warehouse.client.query("SELECT job_id, failure_reason FROM attempt_outcomes").result_rows)
+    got: dict[str, str] = {
+        str(k): str(v)
+        for k, v in warehouse.client.query("SELECT job_id, failure_reason FROM attempt_outcomes").result_rows
+    }
     assert got == {"81": "gpu_error", "82": "node_failure", "83": "app_error", "84": "app_error", "85": "app_error"}
-    scheduler = dict(warehouse.client.query("SELECT job_id, scheduler_reason FROM attempt_outcomes").result_rows)
+    scheduler = {
+        str(k): str(v)
+        for k, v in warehouse.client.query("SELECT job_id, scheduler_reason FROM attempt_outcomes").result_rows
+    }
     assert set(scheduler.values()) == {"app_error"}  # the scheduler's own words are kept beside it
 
 
 def test_conflicts_and_busy_without_an_owner_reach_the_reports(
-        warehouse: Warehouse, isolated_settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    warehouse: Warehouse, isolated_settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import json
 
     from typer.testing import CliRunner
@@ -183,23 +250,34 @@ def test_conflicts_and_busy_without_an_owner_reach_the_reports(
 
     # GPU-30 busy at 0.5 the whole time; nobody holds it until two pods claim it at +60..+90 min
     rows = _samples("n3", {"GPU-30": 0}, {})
-    _write(warehouse, [*rows,
-                       _alloc("ns/a", 1, "n3", 60, 90, scheduler="kubernetes", device_ids=["GPU-30"], uid="a"),
-                       _alloc("ns/b", 1, "n3", 60, 90, scheduler="kubernetes", device_ids=["GPU-30"], uid="b")])
+    _write(
+        warehouse,
+        [
+            *rows,
+            _alloc("ns/a", 1, "n3", 60, 90, scheduler="kubernetes", device_ids=["GPU-30"], uid="a"),
+            _alloc("ns/b", 1, "n3", 60, 90, scheduler="kubernetes", device_ids=["GPU-30"], uid="b"),
+        ],
+    )
     _step(warehouse, isolated_settings)
     end = T0 + timedelta(hours=HOURS)
-    got = {r[0]: r for r in warehouse.client.query(load_query("gpu_hours"), parameters={
-        "by": "team", "start": T0, "end": end, "cluster": ""}).result_rows}
+    got = {
+        r[0]: r
+        for r in warehouse.client.query(
+            load_query("gpu_hours"), parameters={"by": "team", "start": T0, "end": end, "cluster": ""}
+        ).result_rows
+    }
     assert got["__unallocated__"][2] == pytest.approx((HOURS - 0.5) * 0.5)  # busy without an owner
-    idle = warehouse.client.query(load_query("idle"), parameters={
-        "by": "node", "start": T0, "end": end, "cluster": ""}).named_results()
+    idle = warehouse.client.query(
+        load_query("idle"), parameters={"by": "node", "start": T0, "end": end, "cluster": ""}
+    ).named_results()
     assert [round(r["unowned_busy_gpu_hours"], 6) for r in idle] == [round((HOURS - 0.5) * 0.5, 6)]
 
     monkeypatch.setenv("GPULEDGER_CLICKHOUSE_URL", isolated_settings.clickhouse_endpoint_url)
     monkeypatch.setenv("GPULEDGER_CLICKHOUSE_DATABASE", isolated_settings.clickhouse_database)
     reset_settings()
-    res = CliRunner().invoke(report_app, ["conflicts", "--from", T0.isoformat(), "--to", end.isoformat(),
-                                          "--format", "json"])
+    res = CliRunner().invoke(
+        report_app, ["conflicts", "--from", T0.isoformat(), "--to", end.isoformat(), "--format", "json"]
+    )
     assert res.exit_code == 0, res.output
     [row] = json.loads(res.output)
     assert (row["node"], row["gpu"], row["windows"]) == ("n3", "GPU-30", 30)
@@ -209,7 +287,8 @@ def test_conflicts_and_busy_without_an_owner_reach_the_reports(
 
 
 def test_a_gpu_that_fell_off_between_its_groups_look_back_and_its_own_stays_unavailable(
-        warehouse: Warehouse, isolated_settings: Settings) -> None:
+    warehouse: Warehouse, isolated_settings: Settings
+) -> None:
     """A node computed in a group with a node far behind it: the group's look-back starts hours before
     the node's own. The fatal XID in between (the GPU then fell silent) is neither in the node's own
     look-back samples nor in the inventory's state before the group's look-back; it must still count."""

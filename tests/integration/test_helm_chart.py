@@ -29,10 +29,18 @@ VARIANTS = {
     "all-options": ["-f", str(ALL_OPTIONS)],
     # the single collector with its state on a volume, Dagster on an existing PostgreSQL, a
     # Secret written by the chart
-    "persistent-external": ["--set", "collectors.kubernetes.persistence.enabled=true",
-                            "--set", "dagster.postgresql.bundled=false",
-                            "--set", "dagster.postgresql.host=pg.db.svc",
-                            "--set", "secrets.create=true", "--set", "secrets.values.CLICKHOUSE_PASSWORD=x"],
+    "persistent-external": [
+        "--set",
+        "collectors.kubernetes.persistence.enabled=true",
+        "--set",
+        "dagster.postgresql.bundled=false",
+        "--set",
+        "dagster.postgresql.host=pg.db.svc",
+        "--set",
+        "secrets.create=true",
+        "--set",
+        "secrets.values.CLICKHOUSE_PASSWORD=x",
+    ],
 }
 WORKLOADS = ("Deployment", "DaemonSet", "StatefulSet", "Job")
 
@@ -48,13 +56,16 @@ def tool(name: str) -> Path:
 def helm_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """helm with its own cache, config and data: it reads or writes nothing of the machine's."""
     home = tmp_path_factory.mktemp("helm")
-    return {**os.environ, "HELM_CACHE_HOME": str(home / "cache"), "HELM_CONFIG_HOME": str(home / "config"),
-            "HELM_DATA_HOME": str(home / "data")}
+    return {
+        **os.environ,
+        "HELM_CACHE_HOME": str(home / "cache"),
+        "HELM_CONFIG_HOME": str(home / "config"),
+        "HELM_DATA_HOME": str(home / "data"),
+    }
 
 
 def helm(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(tool("helm")), *args], capture_output=True, text=True, env=env, timeout=120,
-                          check=False)
+    return subprocess.run([str(tool("helm")), *args], capture_output=True, text=True, env=env, timeout=120, check=False)
 
 
 def render(env: dict[str, str], variant: str) -> str:
@@ -68,8 +79,9 @@ def objects(text: str) -> list[dict[str, Any]]:
 
 
 def check(text: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(tool("manifestcheck")), "k8s", "-"], input=text, capture_output=True, text=True,
-                          timeout=120, check=False)
+    return subprocess.run(
+        [str(tool("manifestcheck")), "k8s", "-"], input=text, capture_output=True, text=True, timeout=120, check=False
+    )
 
 
 def pod_spec(obj: dict[str, Any]) -> dict[str, Any]:
@@ -99,21 +111,38 @@ def test_every_rendered_object_decodes_strictly_into_its_api_type(helm_env: dict
 
 
 def test_the_validator_refuses_unknown_fields_and_kinds() -> None:
-    deployment: dict[str, Any] = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "x"},
-                  "spec": {"selector": {"matchLabels": {"a": "b"}},
-                           "template": {"metadata": {"labels": {"a": "b"}},
-                                        "spec": {"containers": [{"name": "c", "image": "i"}]}}}}
+    deployment: dict[str, Any] = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "x"},
+        "spec": {
+            "selector": {"matchLabels": {"a": "b"}},
+            "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}},
+        },
+    }
     assert check(yaml.safe_dump(deployment)).returncode == 0
     typo = yaml.safe_dump({**deployment, "spec": {**deployment["spec"], "replica": 2}})
     done = check(typo)
     assert done.returncode == 1 and 'unknown field "spec.replica"' in done.stdout
     template: dict[str, Any] = deployment["spec"]["template"]
-    bad_container = {**deployment, "spec": {**deployment["spec"], "template": {
-        **template, "spec": {"containers": [{"name": "c", "image": "i", "imagePullPolicyy": "Always"}]}}}}
+    bad_container = {
+        **deployment,
+        "spec": {
+            **deployment["spec"],
+            "template": {
+                **template,
+                "spec": {"containers": [{"name": "c", "image": "i", "imagePullPolicyy": "Always"}]},
+            },
+        },
+    }
     done = check(yaml.safe_dump(bad_container))
     assert done.returncode == 1 and "imagePullPolicyy" in done.stdout
-    rule = {"apiVersion": "monitoring.coreos.com/v1", "kind": "PrometheusRule", "metadata": {"name": "r"},
-            "spec": {"groups": [{"name": "g", "rules": [{"alert": "A", "expr": "up == 0", "fore": "5m"}]}]}}
+    rule = {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "PrometheusRule",
+        "metadata": {"name": "r"},
+        "spec": {"groups": [{"name": "g", "rules": [{"alert": "A", "expr": "up == 0", "fore": "5m"}]}]},
+    }
     done = check(yaml.safe_dump(rule))
     assert done.returncode == 1 and "fore" in done.stdout
     done = check(yaml.safe_dump({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}}))
@@ -122,22 +151,30 @@ def test_the_validator_refuses_unknown_fields_and_kinds() -> None:
     assert done.returncode == 1  # a duplicated key
 
 
-def test_the_collector_may_only_read_pods_nodes_and_gpu_claims(
-        rendered: dict[str, list[dict[str, Any]]]) -> None:
+def test_the_collector_may_only_read_pods_nodes_and_gpu_claims(rendered: dict[str, list[dict[str, Any]]]) -> None:
     for variant, objs in rendered.items():
         roles = [o for o in objs if o["kind"] in ("Role", "ClusterRole")]
         assert len(roles) == 1, variant
-        grants = {(group, resource, verb) for rule in roles[0]["rules"] for group in rule.get("apiGroups", [])
-                  for resource in rule.get("resources", []) for verb in rule.get("verbs", [])}
+        grants = {
+            (group, resource, verb)
+            for rule in roles[0]["rules"]
+            for group in rule.get("apiGroups", [])
+            for resource in rule.get("resources", [])
+            for verb in rule.get("verbs", [])
+        }
         # pods and nodes watched; DRA ResourceClaims and ResourceSlices listed at every poll
         assert grants == {("", r, v) for r in ("pods", "nodes") for v in ("get", "list", "watch")} | {
-            ("resource.k8s.io", r, v) for r in ("resourceclaims", "resourceslices") for v in ("get", "list")}, variant
+            ("resource.k8s.io", r, v) for r in ("resourceclaims", "resourceslices") for v in ("get", "list")
+        }, variant
         assert all(set(rule) <= {"apiGroups", "resources", "verbs"} for rule in roles[0]["rules"]), variant
         bindings = [o for o in objs if o["kind"] in ("RoleBinding", "ClusterRoleBinding")]
         assert [b["roleRef"]["name"] for b in bindings] == [roles[0]["metadata"]["name"]]
         account = bindings[0]["subjects"][0]["name"]
-        users = {o["metadata"]["name"] for o in objs if o["kind"] in WORKLOADS
-                 and pod_spec(o).get("serviceAccountName") == account}
+        users = {
+            o["metadata"]["name"]
+            for o in objs
+            if o["kind"] in WORKLOADS and pod_spec(o).get("serviceAccountName") == account
+        }
         assert users and all("collector-" in name for name in users), variant
         # no other pod carries an API token
         for o in objs:
@@ -146,11 +183,15 @@ def test_the_collector_may_only_read_pods_nodes_and_gpu_claims(
 
 
 def test_pod_resources_runs_one_collector_per_gpu_node_instead_of_the_single_one(
-        rendered: dict[str, list[dict[str, Any]]]) -> None:
+    rendered: dict[str, list[dict[str, Any]]],
+) -> None:
     def collectors(variant: str) -> dict[str, dict[str, Any]]:
         names = ("collector-podresources", "collector-kubernetes")
-        return {o["kind"]: o for o in rendered[variant]
-                if o["kind"] in WORKLOADS and any(n in o["metadata"]["name"] for n in names)}
+        return {
+            o["kind"]: o
+            for o in rendered[variant]
+            if o["kind"] in WORKLOADS and any(n in o["metadata"]["name"] for n in names)
+        }
 
     single = collectors("default")
     assert set(single) == {"Deployment"} and single["Deployment"]["spec"]["replicas"] == 1
@@ -200,8 +241,14 @@ def test_probes_on_every_long_running_gpuledger_container(rendered: dict[str, li
 
 
 def test_secrets_come_only_from_the_secret(rendered: dict[str, list[dict[str, Any]]]) -> None:
-    secret_names = {"KAFKA_SASL_PASSWORD", "CLICKHOUSE_PASSWORD", "CLICKHOUSE_READER_PASSWORD",
-                    "GPULEDGER_API_TOKENS", "DAGSTER_PG_PASSWORD", "POSTGRES_PASSWORD"}
+    secret_names = {
+        "KAFKA_SASL_PASSWORD",
+        "CLICKHOUSE_PASSWORD",
+        "CLICKHOUSE_READER_PASSWORD",
+        "GPULEDGER_API_TOKENS",
+        "DAGSTER_PG_PASSWORD",
+        "POSTGRES_PASSWORD",
+    }
     for variant, objs in rendered.items():
         for o in objs:
             if o["kind"] == "ConfigMap":
@@ -224,8 +271,7 @@ def test_the_chart_version_and_its_copies_follow_the_project() -> None:
     assert (CHART / "files/gpuledger.json").read_bytes() == (REPO / "infra/grafana/gpuledger.json").read_bytes()
 
 
-def test_the_alert_rules_and_the_dashboard_reach_the_cluster_whole(
-        rendered: dict[str, list[dict[str, Any]]]) -> None:
+def test_the_alert_rules_and_the_dashboard_reach_the_cluster_whole(rendered: dict[str, list[dict[str, Any]]]) -> None:
     rules = next(o for o in rendered["all-options"] if o["kind"] == "PrometheusRule")
     assert rules["spec"] == yaml.safe_load((REPO / "infra/prometheus/alerts.yml").read_text())
     board = next(o for o in rendered["all-options"] if o["kind"] == "ConfigMap" and "gpuledger.json" in o["data"])

@@ -52,9 +52,15 @@ def environment(isolated_settings: Settings, monkeypatch: pytest.MonkeyPatch) ->
 
 def test_per_node_collector_publishes_the_kubelets_device_ids(environment: Settings, tmp_path: Path) -> None:
     ensure_topics(environment)
-    running = pod("train-a", rv="90", created="2026-03-02T08:00:00Z", started="2026-03-02T08:01:00Z",
-                  node="gpu001")
-    api = FakeApiServer([("list", pod_list("100", running))])
+    running = pod("train-a", rv="90", created="2026-03-02T08:00:00Z", started="2026-03-02T08:01:00Z", node="gpu001")
+    # every poll lists the DRA ResourceClaims and GPU ResourceSlices first (none here), then the pods
+    api = FakeApiServer(
+        [
+            ("list", {"kind": "ResourceClaimList", "apiVersion": "resource.k8s.io/v1", "items": []}),
+            ("list", {"kind": "ResourceSliceList", "apiVersion": "resource.k8s.io/v1", "items": []}),
+            ("list", pod_list("100", running)),
+        ]
+    )
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(KUBECONFIG.format(url=api.url))
     kubelet = FakeKubelet({("llm-train", "train-a"): {"main": [("nvidia.com/gpu", IDS)]}})
@@ -63,15 +69,32 @@ def test_per_node_collector_publishes_the_kubelets_device_ids(environment: Setti
     collect_cmd.register(app)
     try:
         with socket_dir() as sockets, serving(kubelet, sockets / "kubelet.sock"):
-            result = CliRunner().invoke(app, [
-                "collect", "kubernetes", "--kubeconfig", str(kubeconfig), "--cluster", "itest", "--no-nodes",
-                "--node-name", "gpu001", "--pod-resources-socket", str(sockets / "kubelet.sock"), "--once"])
+            result = CliRunner().invoke(
+                app,
+                [
+                    "collect",
+                    "kubernetes",
+                    "--kubeconfig",
+                    str(kubeconfig),
+                    "--cluster",
+                    "itest",
+                    "--no-nodes",
+                    "--node-name",
+                    "gpu001",
+                    "--pod-resources-socket",
+                    str(sockets / "kubelet.sock"),
+                    "--once",
+                ],
+            )
     finally:
         api.close()
     assert result.exit_code == 0, result.output
-    assert api.requests[0]["fieldSelector"] == ["spec.nodeName=gpu001"] and kubelet.calls == 1
+    paths = [r["path"][0].rsplit("/", 1)[-1] for r in api.requests]
+    assert paths == ["resourceclaims", "resourceslices", "pods"], api.requests
+    assert api.requests[2]["fieldSelector"] == ["spec.nodeName=gpu001"] and kubelet.calls == 1
     published = _consume(environment, physical_name(SCHEDULER_ALLOCATIONS, environment), expected=2)
     decoded = [ev.decode(m.value) for m in published]  # type: ignore[attr-defined]
     placed = [e for e in decoded if e.type == "allocation.running"]
     assert [(e.data.job_id, e.data.node, list(e.data.device_ids)) for e in placed] == [
-        ("llm-train/train-a", "gpu001", IDS)]
+        ("llm-train/train-a", "gpu001", IDS)
+    ]

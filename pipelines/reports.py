@@ -27,8 +27,21 @@ if TYPE_CHECKING:
     from clickhouse_connect.driver.client import Client
 
 KEY_SEPARATOR = "\x1f"  # between the values of several dimensions in a key (sql: '\x1F')
-DIMENSIONS = ("team", "business_unit", "namespace", "account", "model", "job", "node", "gpu_model",
-              "failure_reason", "cluster", "user", "queue", "workload_kind")
+DIMENSIONS = (
+    "team",
+    "business_unit",
+    "namespace",
+    "account",
+    "model",
+    "job",
+    "node",
+    "gpu_model",
+    "failure_reason",
+    "cluster",
+    "user",
+    "queue",
+    "workload_kind",
+)
 IDLE_DIMENSIONS = ("team", "business_unit", "node", "gpu_model")
 UNIT_COST_DIMENSIONS = ("model", "team", "business_unit", "cluster")
 IDLE_CAUSE_DIMENSIONS = ("team", "business_unit", "model", "job", "namespace", "node", "gpu_model", "cluster")
@@ -64,17 +77,28 @@ class Report:
     fixed: tuple[tuple[str, Any], ...] = ()  # parameters of the report's rules, not the caller's
 
 
-REPORTS: dict[str, Report] = {r.name: r for r in (
-    Report("gpu-hours", "gpu_hours", "GPU-hours", DIMENSIONS, "team"),
-    Report("failures", "failures", "failure burn", limit=True, scope_column="business_unit"),
-    Report("idle", "idle", "idle", IDLE_DIMENSIONS, "team", scoped_dimensions=("team", "business_unit")),
-    Report("idle-causes", "idle_causes", "idle causes", IDLE_CAUSE_DIMENSIONS, "team",
-           scoped_dimensions=("team", "business_unit", "model", "job", "namespace"), fixed=IDLE_CAUSE_RULES),
-    Report("queue", "queue", "queue time", owned=False),
-    Report("conflicts", "conflicts", "conflicting claims", owned=False),
-    Report("benchmarks", "benchmarks", "NCCL benchmark runs"),
-    Report("unit-cost", "unit_cost", "cost per unit of output", UNIT_COST_DIMENSIONS, "model", extra=("unit",)),
-)}
+REPORTS: dict[str, Report] = {
+    r.name: r
+    for r in (
+        Report("gpu-hours", "gpu_hours", "GPU-hours", DIMENSIONS, "team"),
+        Report("failures", "failures", "failure burn", limit=True, scope_column="business_unit"),
+        Report("idle", "idle", "idle", IDLE_DIMENSIONS, "team", scoped_dimensions=("team", "business_unit")),
+        Report(
+            "idle-causes",
+            "idle_causes",
+            "idle causes",
+            IDLE_CAUSE_DIMENSIONS,
+            "team",
+            scoped_dimensions=("team", "business_unit", "model", "job", "namespace"),
+            fixed=IDLE_CAUSE_RULES,
+        ),
+        Report("queue", "queue", "queue time", owned=False),
+        Report("conflicts", "conflicts", "conflicting claims", owned=False),
+        # fabric runs name hosts and jobs of every unit: a business-unit token may not list them
+        Report("benchmarks", "benchmarks", "NCCL benchmark runs", owned=False),
+        Report("unit-cost", "unit_cost", "cost per unit of output", UNIT_COST_DIMENSIONS, "model", extra=("unit",)),
+    )
+}
 
 
 @dataclass
@@ -85,8 +109,13 @@ class Result:
     end: datetime | None = None
 
 
-def time_range(start: str | None = None, end: str | None = None, window: str | None = None,
-               now: datetime | None = None, max_days: float | None = None) -> tuple[datetime, datetime]:
+def time_range(
+    start: str | None = None,
+    end: str | None = None,
+    window: str | None = None,
+    now: datetime | None = None,
+    max_days: float | None = None,
+) -> tuple[datetime, datetime]:
     """[start, end) from ``window`` or ``--from``/``--to`` (default: the last 30 days)."""
     now = now or datetime.now(UTC)
     if window is not None:
@@ -124,8 +153,10 @@ def parse_by(report: Report, by: str | Sequence[str] | None) -> list[str]:
     items = [b.strip() for b in (by.split(",") if isinstance(by, str) else by or [])] or [report.default_by]
     unknown = [b for b in items if b not in report.dimensions]
     if unknown or "" in items:
-        raise BadRequest(f"unknown grouping {','.join(unknown) or '(empty)'!r} for {report.name}: "
-                         f"one or several of {', '.join(report.dimensions)}")
+        raise BadRequest(
+            f"unknown grouping {','.join(unknown) or '(empty)'!r} for {report.name}: "
+            f"one or several of {', '.join(report.dimensions)}"
+        )
     if len(set(items)) != len(items):
         raise BadRequest(f"a grouping is repeated: {','.join(items)}")
     return items
@@ -143,9 +174,18 @@ def parse_extra(report: Report, extra: dict[str, str | None] | None) -> dict[str
     return given
 
 
-def run(client: Client, name: str, *, by: str | Sequence[str] | None = None, start: datetime, end: datetime,
-        cluster: str = "", limit: int = 50, business_unit: str | None = None,
-        extra: dict[str, str | None] | None = None) -> Result:
+def run(
+    client: Client,
+    name: str,
+    *,
+    by: str | Sequence[str] | None = None,
+    start: datetime,
+    end: datetime,
+    cluster: str = "",
+    limit: int = 50,
+    business_unit: str | None = None,
+    extra: dict[str, str | None] | None = None,
+) -> Result:
     """Rows of report ``name`` as records; several dimensions become one column each."""
     report = REPORTS[name]
     dims = parse_by(report, by)
@@ -161,23 +201,37 @@ def run(client: Client, name: str, *, by: str | Sequence[str] | None = None, sta
     return _result(columns, rows, dims, start, end)
 
 
-def _scoped(client: Client, report: Report, dims: list[str], start: datetime, end: datetime, cluster: str,
-            limit: int, unit: str, more: dict[str, str]) -> Result:
+def _scoped(
+    client: Client,
+    report: Report,
+    dims: list[str],
+    start: datetime,
+    end: datetime,
+    cluster: str,
+    limit: int,
+    unit: str,
+    more: dict[str, str],
+) -> Result:
     if not report.owned:
         raise OutOfScope(f"{report.name} lists rows of every business unit; a token for {unit} may not read it")
     if report.scope_column is not None:
         params: dict[str, Any] = {"start": start, "end": end, "cluster": cluster, "limit": 1_000_000}
         columns, rows = _query(client, report.query, params)
+        if not rows:  # an empty answer may come without its column names
+            return _result(columns, [], dims, start, end)
         index = columns.index(report.scope_column)
         return _result(columns, [r for r in rows if r[index] == unit][:limit], dims, start, end)
-    if not dims:  # a report without owner groups (benchmarks): nothing of another unit in it
+    if not dims:  # a report without owner groups: nothing of another unit in it
         return run(client, report.name, start=start, end=end, cluster=cluster, limit=limit)
     allowed = report.scoped_dimensions or report.dimensions
     if any(d not in allowed for d in dims):
         raise OutOfScope(f"a token for one business unit may group {report.name} by {', '.join(allowed)} only")
     wanted = dims if dims[0] == "business_unit" else ["business_unit", *[d for d in dims if d != "business_unit"]]
-    columns, rows = _query(client, report.query, {"start": start, "end": end, "cluster": cluster,
-                                                  "by": ",".join(wanted), **more, **dict(report.fixed)})
+    columns, rows = _query(
+        client,
+        report.query,
+        {"start": start, "end": end, "cluster": cluster, "by": ",".join(wanted), **more, **dict(report.fixed)},
+    )
     kept = []
     for row in rows:
         parts = str(row[0]).split(KEY_SEPARATOR)
@@ -193,14 +247,16 @@ def _query(client: Client, name: str, params: dict[str, Any]) -> tuple[list[str]
     return list(result.column_names), [tuple(r) for r in result.result_rows]
 
 
-def _result(columns: list[str], rows: Sequence[tuple[Any, ...]], dims: list[str], start: datetime,
-            end: datetime) -> Result:
+def _result(
+    columns: list[str], rows: Sequence[tuple[Any, ...]], dims: list[str], start: datetime, end: datetime
+) -> Result:
     if len(dims) <= 1 or not columns or columns[0] != "key":
         return Result(columns, [{c: plain(v) for c, v in zip(columns, row, strict=True)} for row in rows], start, end)
     out = Result([*dims, *columns[1:]], [], start, end)
     for row in rows:
         parts = str(row[0]).split(KEY_SEPARATOR)
         keys = parts if len(parts) == len(dims) else [parts[0]] * len(dims)  # a capacity row: __unallocated__
-        out.records.append({**dict(zip(dims, keys, strict=True)),
-                            **{c: plain(v) for c, v in zip(columns[1:], row[1:], strict=True)}})
+        out.records.append(
+            {**dict(zip(dims, keys, strict=True)), **{c: plain(v) for c, v in zip(columns[1:], row[1:], strict=True)}}
+        )
     return out

@@ -11,14 +11,17 @@ text (no token: bind it where only Prometheus reaches, loopback by default).
 
 from __future__ import annotations
 
+import logging
 import re
 import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
+import orjson
 from clickhouse_connect.driver.client import Client
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
@@ -34,28 +37,40 @@ from sql.client import get_client
 from sql.values import plain
 
 PERIOD_FILE = r"^\d{4}-(0[1-9]|1[0-2])\.(csv|parquet)$"
+AUDITED = ("/api/", "/dashboard")  # every request to these is a line of the access log
+# one JSON line per API or dashboard request: time, token id (never the token), scope, path, status,
+# rows; its own logger, so an operator routes it apart from the server's log (`gpuledger serve --access-log`)
+access_log = logging.getLogger("gpuledger.access")
 
 
 def request_scope(request: Request) -> Scope:
-    """The scope of the request's bearer token (401 without a known one)."""
+    """The scope of the request's bearer token (401 without a known one); the token's id and scope
+    go on the request for the access log."""
     tokens: Tokens = request.app.state.tokens
     kind, _, token = request.headers.get("authorization", "").partition(" ")
-    found = tokens.scope_of(token.strip()) if kind.lower() == "bearer" and token.strip() else None
+    found = tokens.identify(token.strip()) if kind.lower() == "bearer" and token.strip() else None
     if found is None:
         raise HTTPException(401, "a valid bearer token is required", headers={"WWW-Authenticate": "Bearer"})
-    return found
+    request.state.token_id, request.state.scope = found
+    return found[1]
+
+
+def _rows(request: Request, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``records``, counted for the access log."""
+    request.state.rows = len(records)
+    return records
 
 
 Scoped = Annotated[Scope, Depends(request_scope)]
 
 
-def create_app(settings: Settings, tokens: Tokens, max_days: float = 400.0,
-               stall_after_s: float = 600.0) -> FastAPI:
+def create_app(settings: Settings, tokens: Tokens, max_days: float = 400.0, stall_after_s: float = 600.0) -> FastAPI:
     app = FastAPI(title="gpuledger", version="1", summary="GPU-seconds, waste and cost per owner, read-only")
     app.state.tokens = tokens
     registry = CollectorRegistry()
-    requests_total = Counter("gpuledger_api_requests", "API requests by endpoint and status",
-                             ["endpoint", "status"], registry=registry)
+    requests_total = Counter(
+        "gpuledger_api_requests", "API requests by endpoint and status", ["endpoint", "status"], registry=registry
+    )
     registry.register(PipelineCollector(settings, stall_after_s))
 
     @contextmanager
@@ -71,6 +86,21 @@ def create_app(settings: Settings, tokens: Tokens, max_days: float = 400.0,
         response: Response = await call_next(request)
         route = request.scope.get("route")
         requests_total.labels(getattr(route, "path", "unmatched"), str(response.status_code)).inc()
+        if request.url.path.startswith(AUDITED):
+            access_log.info(
+                orjson.dumps(
+                    {
+                        "time": datetime.now(UTC).isoformat(timespec="milliseconds"),
+                        "token": getattr(request.state, "token_id", None),
+                        "scope": str(getattr(request.state, "scope", "")) or None,
+                        "method": request.method,
+                        "path": request.url.path,
+                        "query": request.url.query,
+                        "status": response.status_code,
+                        "rows": getattr(request.state, "rows", None),
+                    }
+                ).decode()
+            )
         return response
 
     @app.exception_handler(reports.BadRequest)
@@ -97,13 +127,31 @@ def create_app(settings: Settings, tokens: Tokens, max_days: float = 400.0,
     def report_endpoint(name: str) -> None:
         spec = reports.REPORTS[name]
 
-        def handler(who: Scoped, by: str | None = None, start: Annotated[str | None, Query(alias="from")] = None,
-                    end: Annotated[str | None, Query(alias="to")] = None, window: str | None = None,
-                    cluster: str = "", limit: Annotated[int, Query(ge=1, le=100_000)] = 50) -> list[dict[str, Any]]:
+        def handler(
+            request: Request,
+            who: Scoped,
+            by: str | None = None,
+            start: Annotated[str | None, Query(alias="from")] = None,
+            end: Annotated[str | None, Query(alias="to")] = None,
+            window: str | None = None,
+            cluster: str = "",
+            limit: Annotated[int, Query(ge=1, le=100_000)] = 50,
+        ) -> list[dict[str, Any]]:
             a, b = reports.time_range(start, end, window, max_days=max_days)
             with warehouse() as client:
-                return reports.run(client, name, by=by, start=a, end=b, cluster=cluster, limit=limit,
-                                   business_unit=who.business_unit).records
+                return _rows(
+                    request,
+                    reports.run(
+                        client,
+                        name,
+                        by=by,
+                        start=a,
+                        end=b,
+                        cluster=cluster,
+                        limit=limit,
+                        business_unit=who.business_unit,
+                    ).records,
+                )
 
         handler.__name__ = name.replace("-", "_")
         app.get(f"/api/v1/{name}", summary=spec.title, description=(reports.run.__doc__ or "").strip())(handler)
@@ -112,11 +160,22 @@ def create_app(settings: Settings, tokens: Tokens, max_days: float = 400.0,
         if not reports.REPORTS[name].extra:  # unit-cost: below, with the month's unit cost
             report_endpoint(name)
 
-    @app.get("/api/v1/unit-cost", summary="effective cluster unit cost of a month, or with unit= the cost per "
-                                          "million units of an output per group")
-    def unit_cost(who: Scoped, period: str | None = None, window: str | None = None, unit: str | None = None,
-                  by: str | None = None, start: Annotated[str | None, Query(alias="from")] = None,
-                  end: Annotated[str | None, Query(alias="to")] = None, cluster: str = "") -> list[dict[str, Any]]:
+    @app.get(
+        "/api/v1/unit-cost",
+        summary="effective cluster unit cost of a month, or with unit= the cost per "
+        "million units of an output per group",
+    )
+    def unit_cost(
+        request: Request,
+        who: Scoped,
+        period: str | None = None,
+        window: str | None = None,
+        unit: str | None = None,
+        by: str | None = None,
+        start: Annotated[str | None, Query(alias="from")] = None,
+        end: Annotated[str | None, Query(alias="to")] = None,
+        cluster: str = "",
+    ) -> list[dict[str, Any]]:
         from dagster_project.defs.exports.reports import unit_cost_records
 
         if unit is not None:
@@ -126,15 +185,33 @@ def create_app(settings: Settings, tokens: Tokens, max_days: float = 400.0,
                 window = _period(period, None)
             a, b = reports.time_range(start, end, window, max_days=max_days)
             with warehouse() as client:
-                return reports.run(client, "unit-cost", by=by, start=a, end=b, cluster=cluster,
-                                   business_unit=who.business_unit, extra={"unit": unit}).records
+                return _rows(
+                    request,
+                    reports.run(
+                        client,
+                        "unit-cost",
+                        by=by,
+                        start=a,
+                        end=b,
+                        cluster=cluster,
+                        business_unit=who.business_unit,
+                        extra={"unit": unit},
+                    ).records,
+                )
+        if who.business_unit is not None:  # a cluster's totals: every unit's cost in them
+            raise reports.OutOfScope(
+                f"the cluster unit cost holds every business unit's cost; a token for "
+                f"{who.business_unit} may ask for its own with unit="
+            )
         month = _period(period, window)
         with warehouse() as client:
-            return [{k: plain(v) for k, v in r.items()}
-                    for r in unit_cost_records(client, month, settings.cluster)]
+            records = [{k: plain(v) for k, v in r.items()} for r in unit_cost_records(client, month, settings.cluster)]
+        return _rows(request, [r for r in records if not cluster or r.get("cluster") == cluster])
 
     @app.get("/api/v1/chargeback/{file}", summary="FOCUS 1.2 chargeback file of a month (YYYY-MM.csv|.parquet)")
-    def chargeback(who: Scoped, file: str, business_unit: str | None = None) -> Response:
+    def chargeback(request: Request, who: Scoped, file: str, business_unit: str | None = None) -> Response:
+        import pyarrow.parquet as pq
+
         from dagster_project.defs.exports.reports import ExportRefused, export_chargeback
 
         if not re.match(PERIOD_FILE, file):
@@ -146,18 +223,34 @@ def create_app(settings: Settings, tokens: Tokens, max_days: float = 400.0,
             business_unit = who.business_unit
         with tempfile.TemporaryDirectory(prefix="gpuledger-export-") as out, warehouse() as client:
             try:
-                result = export_chargeback(client, period, Path(out), fmt, business_unit,  # type: ignore[arg-type]
-                                           settings.cluster, record=False)
+                result = export_chargeback(
+                    client,
+                    period,
+                    Path(out),
+                    "csv" if fmt == "csv" else "parquet",
+                    business_unit,
+                    settings.cluster,
+                    record=False,
+                )
             except ExportRefused as exc:
-                raise HTTPException(404 if "no business unit" in str(exc) else 409, str(exc)) from None
+                missing = "no business unit" in str(exc)
+                if missing and who.business_unit is not None:  # never the other units' names
+                    raise HTTPException(404, f"no business unit {business_unit!r} in {period}") from None
+                raise HTTPException(404 if missing else 409, str(exc)) from None
             path = result.paths[0]
             body = path.read_bytes()
+            request.state.rows = pq.read_metadata(path).num_rows if fmt == "parquet" else max(body.count(b"\n") - 1, 0)
         media = "text/csv" if fmt == "csv" else "application/vnd.apache.parquet"
         return Response(body, media_type=media, headers={"Content-Disposition": f'attachment; filename="{path.name}"'})
 
     @app.get("/dashboard", response_class=HTMLResponse, summary="the finance dashboard for a cluster and period")
-    def dashboard(who: Scoped, cluster: str | None = None, start: Annotated[str | None, Query(alias="from")] = None,
-                  end: Annotated[str | None, Query(alias="to")] = None, window: str | None = None) -> HTMLResponse:
+    def dashboard(
+        who: Scoped,
+        cluster: str | None = None,
+        start: Annotated[str | None, Query(alias="from")] = None,
+        end: Annotated[str | None, Query(alias="to")] = None,
+        window: str | None = None,
+    ) -> HTMLResponse:
         from pipelines.dashboard import data, html
 
         if who.business_unit is not None:

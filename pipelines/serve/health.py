@@ -12,8 +12,9 @@ from sql.client import get_client
 from streams.progress import waiting
 
 
-def stalled_nodes(rows: list[tuple[Any, ...]], held: set[tuple[str, str]], stall_after_s: float,
-                  now_ns: int | None = None) -> list[tuple[str, str]]:
+def stalled_nodes(
+    rows: list[tuple[Any, ...]], held: set[tuple[str, str]], stall_after_s: float, now_ns: int | None = None
+) -> list[tuple[str, str]]:
     """Nodes with input not yet attributed (``attribution_pending`` rows) whose newest activity is
     older than ``stall_after_s``: a worker should have computed them by now. Quarantined nodes are
     reported as such, not as stalled."""
@@ -50,7 +51,8 @@ def readiness(settings: Settings, stall_after_s: float) -> tuple[bool, dict[str,
         checks["stalled_nodes"] = len(stalled)
         checks["quarantined_nodes"] = len(held)
     if checks.get("stalled_nodes"):
-        checks["reason"] = (f"{checks['stalled_nodes']} nodes' input waits more than {stall_after_s:.0f} s "
-                            "for attribution")
+        checks["reason"] = (
+            f"{checks['stalled_nodes']} nodes' input waits more than {stall_after_s:.0f} s for attribution"
+        )
     ready = bool(checks["kafka"] and checks["clickhouse"] and "reason" not in checks)
     return ready, checks

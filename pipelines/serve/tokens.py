@@ -8,7 +8,8 @@ A token's **scope** is ``all`` or ``business_unit:<name>``. Tokens come from the
     sha256:<64 hex digits> business_unit:Research
 
 (``gpuledger serve --hash-token`` prints the line for a token.) A request's token is hashed and
-compared in constant time; the plain token is never stored or logged.
+compared in constant time; the plain token is never stored or logged (the access log names a
+token by ``sha256:`` and the first 12 hex digits of its hash).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 from pipelines.errors import PipelineError
 
 BU_PREFIX = "business_unit:"
+TOKEN_ID_DIGITS = 12  # of the hash, in the access log: enough to tell tokens apart, no use to a guesser
 
 
 class BadTokens(PipelineError):
@@ -36,8 +38,8 @@ class Scope:
         text = text.strip()
         if text == "all":
             return cls()
-        if text.startswith(BU_PREFIX) and text[len(BU_PREFIX):].strip():
-            return cls(text[len(BU_PREFIX):].strip())
+        if text.startswith(BU_PREFIX) and text[len(BU_PREFIX) :].strip():
+            return cls(text[len(BU_PREFIX) :].strip())
         raise BadTokens(f"a token's scope is 'all' or 'business_unit:<name>', not {text!r}")
 
     def __str__(self) -> str:
@@ -88,9 +90,15 @@ class Tokens:
         return cls(hashes)
 
     def scope_of(self, token: str) -> Scope | None:
+        found = self.identify(token)
+        return found[1] if found else None
+
+    def identify(self, token: str) -> tuple[str, Scope] | None:
+        """The token's id (``sha256:`` and the first 12 hex digits of its hash, as the tokens file
+        shows it: never the token) and its scope; None for an unknown token."""
         wanted = digest(token)
         found = None
         for known, scope in self._hashes.items():  # every hash compared: no timing difference
             if hmac.compare_digest(known, wanted):
-                found = scope
+                found = (f"sha256:{known[:TOKEN_ID_DIGITS]}", scope)
         return found

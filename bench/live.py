@@ -1,14 +1,16 @@
 """Live against backlog: CPU per GPU-sample of one stream worker and of the ClickHouse endpoint.
 
-The same nodes (``nodes`` × 8 GPUs, scraped every ``interval_s``, one finished pod per node every
-``ALLOC_PERIOD_S``) are worked in two ways by one worker, on one history:
+The same nodes (``nodes`` × 8 GPUs, scraped every ``interval_s``, a pod on every node every
+``ALLOC_PERIOD_S`` published as the Kubernetes collector follows it: started, then ended) are worked
+in two ways by one worker, on one history:
 
 1. **warm-up** — the worker is started and one scrape of every node is published and reflected
    (the worker's start-up is in neither figure);
 2. **backlog** — ``R = seconds / interval_s`` scrapes ending just before now are published at once
    and drained (wait until reflected);
 3. **live** — the next ``R`` scrapes are published in real time, one every ``interval_s``, each
-   stamped with the wall time it is sent (as a collector does), then reflected.
+   stamped with the wall time it is sent (as a collector does; the gap the drain took is a gap in
+   the scrapes), then reflected.
 
 The backlog comes first because both parts are the same nodes' one history: scrapes published
 after the live ones but stamped earlier would be late data, stamped later future data. CPU time
@@ -22,6 +24,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -53,15 +56,18 @@ def measure(
         say(f"no local process serves {settings.clickhouse_endpoint_url}: the endpoint's CPU is not measured")
     worker = Worker(settings, home / "live-worker.log")
     try:
-        first = math.floor(time.time()) - (rounds + 2) * interval_s
-        warm = Load(nodes, interval_s, start=_utc(first), node_prefix=PREFIX)  # its one scrape holds no pod
+        warm = Load(nodes, interval_s, start=_before((rounds + 2) * interval_s), node_prefix=PREFIX)  # no pod
         say(f"live: starting a worker, warm-up scrape of {nodes} nodes")
         publish(settings, encode(warm, 0, 1))
         reflect(settings, timeout_s, POLL_S)
-        # the backlog ends just before now; the live scrapes follow on from it, stamped as sent
-        start = math.floor(time.time()) - rounds * interval_s
+        # scrapes 0 … rounds-1 are the backlog, ending just before now; rounds … 2·rounds-1 are live
         load = Load(
-            nodes, interval_s, start=_utc(start), node_prefix=PREFIX, alloc_period_s=ALLOC_PERIOD_S, announce_start=True
+            nodes,
+            interval_s,
+            start=_before(rounds * interval_s),
+            node_prefix=PREFIX,
+            alloc_period_s=ALLOC_PERIOD_S,
+            announce_start=True,
         )
         backlog = encode(load, 0, rounds)
         samples = gpu_samples_in(backlog)
@@ -73,6 +79,7 @@ def measure(
         backlog_s = time.perf_counter() - began
         middle = cpu.read(worker.proc.pid, endpoint)
         say(f"live: {rounds} scrapes of {nodes} nodes in real time, one every {interval_s} s")
+        load = replace(load, start=_before(rounds * interval_s))  # the live scrapes stamped as they are sent
         rate = load.samples_per_round / interval_s
         acked = publish_paced(settings, load, rate, rounds * interval_s, first_round=rounds)
         reflect(settings, timeout_s, POLL_S)
@@ -120,3 +127,8 @@ def _ratio(a: float, b: float) -> float | None:
 
 def _utc(seconds: float) -> datetime:
     return datetime.fromtimestamp(seconds, UTC)
+
+
+def _before(seconds: float) -> datetime:
+    """``seconds`` before now, to the whole second."""
+    return _utc(math.floor(time.time()) - seconds)

@@ -67,7 +67,7 @@ SMOKE = Sizes(
     reflect_timeout_s=240,
     live_nodes=4,
     live_seconds=30,
-    sources=sources.Sizes(nodes=4, points=30, scrapes=3),
+    sources=sources.Sizes(nodes=4, points=30, scrapes=3, pods=40),
 )
 FULL = Sizes(
     nodes=32,
@@ -79,7 +79,7 @@ FULL = Sizes(
     reflect_timeout_s=900,
     live_nodes=256,
     live_seconds=300,
-    sources=sources.Sizes(nodes=32, points=180, scrapes=20),
+    sources=sources.Sizes(nodes=32, points=180, scrapes=20, pods=1000),
 )
 
 

@@ -3,7 +3,8 @@
 Each source's input is generated in memory, in the format and at the size one poll of its live
 collector reads, and handed to the collector's own code path: the source's parser, then
 ``producer_sink`` (publish every event and dead letter, flush: the broker has acknowledged the
-poll). Rate = GPU-samples (events × GPUs in them) ÷ (parse + publish seconds).
+poll). Rate = GPU-samples (events × GPUs in them), or records for a source that is not metrics,
+÷ (parse + publish seconds).
 
 * ``dcgm_query_range`` — one ``query_range`` answer (``dcgm.parse_query_range`` from the answer's
   bytes, which it decodes with orjson) of every metric the collector selects that dcgm-exporter
@@ -12,6 +13,10 @@ poll). Rate = GPU-samples (events × GPUs in them) ÷ (parse + publish seconds).
 * ``dcgm_exposition`` — per scrape round, one ``/metrics`` body per node with dcgm-exporter's
   default counters (HELP/TYPE lines, unread counters included, no timestamps), each through
   ``dcgm.parse_exposition`` with the scrape time, as ``gpuledger collect dcgm --exporter`` does.
+
+* ``kubernetes_pods`` — one pod list (``kubernetes.parse``, the path of ``gpuledger ingest
+  kubernetes``) of ``pods`` GPU training pods (:mod:`bench.pods`); its rate is in allocation
+  records (events) per second, not GPU-samples.
 
 Half of each node's GPUs are held by a pod (dcgm-exporter's ``namespace``/``pod``/``container``
 labels). A generated input that does not parse into exactly the GPU-samples it holds is a bug of
@@ -29,10 +34,11 @@ from typing import Any
 
 import orjson
 
+from bench import pods
 from bench.load import CLUSTER, GPUS_PER_NODE, MODEL, Load
 from pipelines.collectors.base import producer_sink
 from pipelines.collectors.dcgm import METRICS
-from pipelines.parsers import dcgm
+from pipelines.parsers import dcgm, kubernetes
 from pipelines.parsers.base import ParseResult
 from pipelines.producer import EventProducer
 from pipelines.settings import Settings
@@ -40,6 +46,7 @@ from pipelines.simulator.writers.common import prom_value
 
 QUERY_RANGE = "dcgm_query_range"
 EXPOSITION = "dcgm_exposition"
+PODS = "kubernetes_pods"
 DRIVER = "550.127.05"
 STEP_S = 30
 # dcgm-exporter's default counters (etc/default-counters.csv): (name, type, help)
@@ -75,6 +82,7 @@ class Sizes:
     nodes: int
     points: int  # query_range steps in the one answer
     scrapes: int  # exposition rounds (one body per node each)
+    pods: int  # in the pod list
 
 
 def gpu_labels(load: Load, node: int, gpu: int) -> dict[str, str]:
@@ -144,7 +152,8 @@ def exposition(load: Load, node: int, index: int) -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
-Poll = tuple[Callable[[], ParseResult], int]  # (parse one poll's input, the GPU-samples it holds)
+# (parse one poll's input, what it holds: GPU-samples or records, and how to count them in the result)
+Poll = tuple[Callable[[], ParseResult], int, Callable[[ParseResult], int]]
 
 
 def query_range_polls(load: Load, points: int) -> list[Poll]:
@@ -153,7 +162,7 @@ def query_range_polls(load: Load, points: int) -> list[Poll]:
     def parse() -> ParseResult:
         return dcgm.parse_query_range(body, cluster=CLUSTER, interval_s=float(load.interval_s), origin="bench")
 
-    return [(parse, load.nodes * GPUS_PER_NODE * points)]
+    return [(parse, load.nodes * GPUS_PER_NODE * points, gpu_samples)]
 
 
 def exposition_polls(load: Load, scrapes: int) -> list[Poll]:
@@ -177,7 +186,7 @@ def exposition_polls(load: Load, scrapes: int) -> list[Poll]:
                 )
             return result
 
-        polls.append((parse, load.nodes * GPUS_PER_NODE))
+        polls.append((parse, load.nodes * GPUS_PER_NODE, gpu_samples))
     return polls
 
 
@@ -185,23 +194,37 @@ def gpu_samples(result: ParseResult) -> int:
     return sum(len(getattr(event.data, "gpus", ())) for event in result.events)
 
 
+def pod_list_polls(load: Load, count: int) -> list[Poll]:
+    body = pods.pod_list(load, count)
+
+    def parse() -> ParseResult:
+        return kubernetes.parse(body, cluster=CLUSTER, origin="bench")
+
+    # per pod: pending and running; ended too for the three quarters that finished
+    return [(parse, 3 * count - len(range(0, count, 4)), _records)]
+
+
+def _records(result: ParseResult) -> int:
+    return len(result.events)
+
+
 def parse_publish(settings: Settings, polls: list[Poll]) -> tuple[float, float, int]:
-    """(parse seconds, publish seconds, GPU-samples) of the polls through the collector's sink."""
+    """(parse seconds, publish seconds, GPU-samples or records) of the polls through the collector's sink."""
     parse_s = publish_s = 0.0
     samples = 0
     with EventProducer(settings) as producer:
         sink = producer_sink(producer)
-        for parse, expected in polls:
+        for parse, expected, count in polls:
             began = time.perf_counter()
             result = parse()
             parsed = time.perf_counter()
             sink(result)
             publish_s += time.perf_counter() - parsed
             parse_s += parsed - began
-            got = gpu_samples(result)
+            got = count(result)
             if got != expected or result.dead_letters:
                 raise ValueError(
-                    f"bench input gave {got} GPU-samples of {expected} and "
+                    f"bench input gave {got} of its {expected} GPU-samples or records and "
                     f"{len(result.dead_letters)} dead letters: fix bench/sources.py"
                 )
             samples += got
@@ -209,9 +232,14 @@ def parse_publish(settings: Settings, polls: list[Poll]) -> tuple[float, float, 
 
 
 def measure(settings: Settings, sizes: Sizes) -> dict[str, Any]:
-    """``parse_publish_samples_per_s`` and ``parse_samples_per_s`` per source, and their inputs' sizes."""
+    """``parse_publish_samples_per_s`` and ``parse_samples_per_s`` per source (GPU-samples/s, records/s for
+    the pod list), and ``parse_items``: the GPU-samples or records of each input."""
     load = Load(sizes.nodes, STEP_S, node_prefix="src")
-    inputs = {QUERY_RANGE: query_range_polls(load, sizes.points), EXPOSITION: exposition_polls(load, sizes.scrapes)}
+    inputs = {
+        QUERY_RANGE: query_range_polls(load, sizes.points),
+        EXPOSITION: exposition_polls(load, sizes.scrapes),
+        PODS: pod_list_polls(load, sizes.pods),
+    }
     both: dict[str, float] = {}
     parse_only: dict[str, float] = {}
     counts: dict[str, int] = {}
@@ -220,4 +248,4 @@ def measure(settings: Settings, sizes: Sizes) -> dict[str, Any]:
         both[source] = round(samples / (parse_s + publish_s), 1)
         parse_only[source] = round(samples / parse_s, 1)
         counts[source] = samples
-    return {"parse_publish_samples_per_s": both, "parse_samples_per_s": parse_only, "parse_gpu_samples": counts}
+    return {"parse_publish_samples_per_s": both, "parse_samples_per_s": parse_only, "parse_items": counts}

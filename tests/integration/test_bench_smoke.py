@@ -44,7 +44,7 @@ POSITIVE = [
     "backlog_endpoint_cpu_us_per_sample",
     "backlog_drain_s",
 ]
-SOURCES = ["dcgm_query_range", "dcgm_exposition"]
+SOURCES = ["dcgm_query_range", "dcgm_exposition", "kubernetes_pods"]
 RUNNER = """
 import typer
 from pipelines.cli import bench_cmd
@@ -88,6 +88,11 @@ def test_bench_smoke_reports_every_measurement(endpoints: Endpoints, tmp_path: P
         rates = results[name]
         assert sorted(rates) == sorted(SOURCES), name
         assert all(isinstance(r, float) and r > 0 for r in rates.values()), rates
+    assert results["parse_items"] == {
+        "dcgm_query_range": 4 * 8 * 30,
+        "dcgm_exposition": 4 * 8 * 3,
+        "kubernetes_pods": 3 * 40 - 10,
+    }  # pending, running, ended unless running
     for source in SOURCES:  # parsing alone is faster than parsing and publishing
         assert results["parse_samples_per_s"][source] > results["parse_publish_samples_per_s"][source]
     client = get_client(

@@ -166,3 +166,18 @@ def test_table_rows_judge_live_against_backlog_and_each_source() -> None:
     assert rows["ClickHouse endpoint CPU per GPU-sample, live"] == ("201.0 µs", "≤ 2 × backlog", "not met")
     assert rows["collector parse + publish: dcgm_query_range"] == ("31,000.5 GPU-samples/s", "≥ 300,000", "not met")
     assert rows["collector parse + publish: dcgm_exposition"] == ("20,000.0 GPU-samples/s", "—", "")
+
+
+def test_pod_list_input_parses_into_the_allocation_records_it_promises() -> None:
+    load = Load(3, 30, node_prefix="src")
+    [(parse, expected, count)] = sources.pod_list_polls(load, 10)
+    result = parse()
+    assert result.dead_letters == []
+    assert count(result) == expected == 3 * 10 - 3  # pods 0, 4 and 8 are still running: no ended record
+    ended = [e.data for e in result.events if e.type == "allocation.ended"]
+    assert sorted({(d.outcome, d.failure_reason) for d in ended}) == [("failure", "oom"), ("success", None)]
+    assert {e.data.node for e in result.events if e.type == "allocation.running"} == {
+        "src-0000",
+        "src-0001",
+        "src-0002",
+    }

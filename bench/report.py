@@ -47,6 +47,7 @@ ROWS: list[tuple[str, str, str, str, Any]] = [
 ]
 # per-source rows of ``parse_publish_samples_per_s``: source → target (value → met) or None
 SOURCE_TARGETS: dict[str, tuple[str, Any]] = {"dcgm_query_range": ("≥ 300,000", lambda v: v >= 300_000)}
+RECORD_SOURCES = frozenset({"kubernetes_pods"})  # rated in records/s: their records are not GPU-samples
 
 
 def table_rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
@@ -59,7 +60,8 @@ def table_rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     for source, rate in results.get("parse_publish_samples_per_s", {}).items():
         target, met = SOURCE_TARGETS.get(source, ("—", None))
         verdict = "" if met is None else ("met" if met(rate) else "not met")
-        out.append((f"collector parse + publish: {source}", f"{_shown(rate)} GPU-samples/s", target, verdict))
+        unit = "records/s" if source in RECORD_SOURCES else "GPU-samples/s"
+        out.append((f"collector parse + publish: {source}", f"{_shown(rate)} {unit}", target, verdict))
     return out
 
 

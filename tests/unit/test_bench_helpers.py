@@ -159,13 +159,18 @@ def test_table_rows_judge_live_against_backlog_and_each_source() -> None:
         "backlog_cpu_us_per_sample": 100.0,
         "live_endpoint_cpu_us_per_sample": 201.0,
         "backlog_endpoint_cpu_us_per_sample": 100.0,
-        "parse_publish_samples_per_s": {"dcgm_query_range": 31_000.5, "dcgm_exposition": 20_000.0},
+        "parse_publish_samples_per_s": {
+            "dcgm_query_range": 31_000.5,
+            "dcgm_exposition": 20_000.0,
+            "kubernetes_pods": 80.0,
+        },
     }
     rows = {label: (value, target, verdict) for label, value, target, verdict in table_rows(results)}
     assert rows["worker CPU per GPU-sample, live"] == ("150.0 µs", "≤ 1.5 × backlog", "met")
     assert rows["ClickHouse endpoint CPU per GPU-sample, live"] == ("201.0 µs", "≤ 2 × backlog", "not met")
     assert rows["collector parse + publish: dcgm_query_range"] == ("31,000.5 GPU-samples/s", "≥ 300,000", "not met")
     assert rows["collector parse + publish: dcgm_exposition"] == ("20,000.0 GPU-samples/s", "—", "")
+    assert rows["collector parse + publish: kubernetes_pods"] == ("80.0 records/s", "—", "")
 
 
 def test_pod_list_input_parses_into_the_allocation_records_it_promises() -> None:

@@ -129,26 +129,32 @@ def run(
             apply_migrations(settings)
             results.update(_stream_phases(settings, sizes, home, say, profile_out, workers))
         if "live" in phases:
-            ensure_topics(lsettings)
-            apply_migrations(lsettings)
-            results.update(
-                live.measure(lsettings, sizes.live_nodes, sizes.live_seconds, home, say, sizes.reflect_timeout_s)
-            )
+            results.update(_live_phase(lsettings, sizes, home, say))
         if "sources" in phases:
             say("collector parse + publish per source")
             ensure_topics(ssettings)
             results.update(sources.measure(ssettings, sizes.sources))
         if "query" in phases:
-            say("generating facts for the monthly query")
-            results.update(query.generate_facts(qsettings, sizes.query_samples))
-            say("timing the monthly cost-by-team query")
-            results.update(query.time_monthly_query(qsettings))
+            results.update(_query_phase(qsettings, sizes, say))
     finally:
         if not keep:
             cleanup(settings, [settings.clickhouse_database, qsettings.clickhouse_database])
             cleanup(lsettings, [lsettings.clickhouse_database])
             cleanup(ssettings, [])
     return results
+
+
+def _live_phase(settings: Settings, sizes: Sizes, home: Path, say: Say) -> dict[str, Any]:
+    ensure_topics(settings)
+    apply_migrations(settings)
+    return live.measure(settings, sizes.live_nodes, sizes.live_seconds, home, say, sizes.reflect_timeout_s)
+
+
+def _query_phase(settings: Settings, sizes: Sizes, say: Say) -> dict[str, Any]:
+    say("generating facts for the monthly query")
+    out = query.generate_facts(settings, sizes.query_samples)
+    say("timing the monthly cost-by-team query")
+    return out | query.time_monthly_query(settings)
 
 
 def _start(settings: Settings, home: Path, count: int, first_index: int) -> list[Worker]:

@@ -1,8 +1,11 @@
 """Benchmark load: synthetic but valid gpu.metrics and scheduler events, pre-encoded as bytes.
 
 One ``gpu.sample`` message per (node, scrape) carrying all 8 GPUs of the node, as dcgm-exporter's
-collector publishes it, plus one finished Kubernetes pod per node and period holding half of the
-node's GPUs, so attribution writes allocated, idle and unallocated facts. Messages are built with
+collector publishes it, plus one Kubernetes pod per node and period holding half of the node's
+GPUs, so attribution writes allocated, idle and unallocated facts. The pod is published when it has
+ended (at the period's last scrape), or with ``announce_start`` as the Kubernetes collector
+follows it live: ``allocation.running`` at the period's first scrape, ``allocation.ended`` at the
+first scrape after its end. Messages are built with
 orjson from plain dicts (the same wire form as ``Envelope.to_bytes``) and keyed like the producer
 keys them (``cluster/node``), so a node's samples and placements share a partition.
 """
@@ -36,6 +39,7 @@ class Load:
     start: datetime = START
     node_prefix: str = "node"
     alloc_period_s: int = 7200
+    announce_start: bool = False  # a pod's start published when it starts (see the module docstring)
 
     def round_time(self, index: int) -> datetime:
         return self.start + timedelta(seconds=self.interval_s * index)
@@ -47,6 +51,27 @@ class Load:
     def samples_per_round(self) -> int:
         return self.nodes * GPUS_PER_NODE
 
+    @property
+    def rounds_per_period(self) -> int:
+        return max(self.alloc_period_s // self.interval_s, 1)
+
+    @property
+    def pod_seconds(self) -> int:
+        return self.alloc_period_s * 3 // 4
+
+    def alloc_rounds(self, index: int) -> list[tuple[int, bool]]:
+        """The pods published with scrape ``index``: (period, True for its start / False for its end)."""
+        period, offset = divmod(index, self.rounds_per_period)
+        if not self.announce_start:
+            return [(period, False)] if offset == self.rounds_per_period - 1 else []
+        ends_at = min(-(-self.pod_seconds // self.interval_s), self.rounds_per_period - 1)  # ceil
+        pods = []
+        if offset == 0:
+            pods.append((period, True))
+        if offset == ends_at:
+            pods.append((period, False))
+        return pods
+
 
 Message = tuple[str, bytes, bytes]  # (logical topic, key, value)
 
@@ -54,43 +79,70 @@ Message = tuple[str, bytes, bytes]  # (logical topic, key, value)
 def sample_message(load: Load, node: int, index: int) -> bytes:
     t = load.round_time(index)
     name = f"{load.node_prefix}-{node:04d}"
-    gpus = [{"uuid": f"GPU-{name}-{g}", "index": g, "model": MODEL,
-             "gr_engine_active": round(((index * 7 + node * 3 + g * 11) % 100) / 100, 2),
-             "fb_used_mib": 1024.0 * g, "power_w": 300.0 + g} for g in range(GPUS_PER_NODE)]
-    return orjson.dumps({
-        "id": ev.event_id("gpu.sample", CLUSTER, name, t), "source": "dcgm", "type": "gpu.sample",
-        "time": t.isoformat(), "cluster": CLUSTER,
-        "data": {"node": name, "interval_s": load.interval_s, "gpus": gpus},
-    })
+    gpus = [
+        {
+            "uuid": f"GPU-{name}-{g}",
+            "index": g,
+            "model": MODEL,
+            "gr_engine_active": round(((index * 7 + node * 3 + g * 11) % 100) / 100, 2),
+            "fb_used_mib": 1024.0 * g,
+            "power_w": 300.0 + g,
+        }
+        for g in range(GPUS_PER_NODE)
+    ]
+    return orjson.dumps(
+        {
+            "id": ev.event_id("gpu.sample", CLUSTER, name, t),
+            "source": "dcgm",
+            "type": "gpu.sample",
+            "time": t.isoformat(),
+            "cluster": CLUSTER,
+            "data": {"node": name, "interval_s": load.interval_s, "gpus": gpus},
+        }
+    )
 
 
-def allocation_message(load: Load, node: int, period: int) -> bytes:
+def allocation_message(load: Load, node: int, period: int, running: bool = False) -> bytes:
     name = f"{load.node_prefix}-{node:04d}"
     begin = load.start + timedelta(seconds=load.alloc_period_s * period)
-    end = begin + timedelta(seconds=load.alloc_period_s * 3 // 4)
+    end = begin + timedelta(seconds=load.pod_seconds)
     job = f"team-{node % 6}/train-{node}-{period}"
-    failed = (node + period) % 5 == 0
-    return orjson.dumps({
-        "id": ev.event_id("bench-alloc", CLUSTER, name, period), "source": "kubernetes", "type": "allocation.ended",
-        "time": end.isoformat(), "cluster": CLUSTER,
-        "data": {"scheduler": "kubernetes", "job_id": job, "node": name, "state": "ended",
-                 "start_time": begin.isoformat(), "end_time": end.isoformat(),
-                 "outcome": "failure" if failed else "success", "failure_reason": "oom" if failed else None,
-                 "device_ids": [f"GPU-{name}-{g}" for g in range(GPUS_PER_NODE // 2)],
-                 "gpus": [{"kind": "gpu", "count": GPUS_PER_NODE // 2}],
-                 "owner": {"namespace": f"team-{node % 6}", "labels": {"team": f"team-{node % 6}"}}},
-    })
+    failed = (node + period) % 5 == 0 and not running
+    kind = "running" if running else "ended"
+    return orjson.dumps(
+        {
+            "id": ev.event_id("bench-alloc", CLUSTER, name, period, *(["running"] if running else [])),
+            "source": "kubernetes",
+            "type": f"allocation.{kind}",
+            "time": (begin if running else end).isoformat(),
+            "cluster": CLUSTER,
+            "data": {
+                "scheduler": "kubernetes",
+                "job_id": job,
+                "node": name,
+                "state": kind,
+                "start_time": begin.isoformat(),
+                "end_time": None if running else end.isoformat(),
+                "outcome": None if running else ("failure" if failed else "success"),
+                "failure_reason": "oom" if failed else None,
+                "device_ids": [f"GPU-{name}-{g}" for g in range(GPUS_PER_NODE // 2)],
+                "gpus": [{"kind": "gpu", "count": GPUS_PER_NODE // 2}],
+                "owner": {"namespace": f"team-{node % 6}", "labels": {"team": f"team-{node % 6}"}},
+            },
+        }
+    )
 
 
 def messages(load: Load, first_round: int, rounds: int) -> Iterator[Message]:
-    """Samples of rounds [first_round, first_round + rounds) in time order, each pod ended when it ends."""
-    per_period = max(load.alloc_period_s // load.interval_s, 1)
+    """Samples of rounds [first_round, first_round + rounds) in time order, each with its node's pods
+    (``Load.alloc_rounds``)."""
     for index in range(first_round, first_round + rounds):
+        pods = load.alloc_rounds(index)
         for node in range(load.nodes):
             key = node_key(CLUSTER, f"{load.node_prefix}-{node:04d}")
             yield GPU_METRICS.name, key, sample_message(load, node, index)
-            if index % per_period == per_period - 1:
-                yield SCHEDULER_ALLOCATIONS.name, key, allocation_message(load, node, index // per_period)
+            for period, running in pods:
+                yield SCHEDULER_ALLOCATIONS.name, key, allocation_message(load, node, period, running)
 
 
 def encode(load: Load, first_round: int, rounds: int) -> list[Message]:
@@ -110,18 +162,22 @@ def publish(settings: Settings, batch: list[Message]) -> float:
     return time.perf_counter() - began
 
 
-def publish_paced(settings: Settings, load: Load, rate: float, seconds: float) -> dict[int, float]:
-    """Publish rounds at ``rate`` GPU-samples/s for ``seconds``; returns round → wall time acknowledged."""
+def publish_paced(
+    settings: Settings, load: Load, rate: float, seconds: float, first_round: int = 0
+) -> dict[int, float]:
+    """Publish rounds from ``first_round`` on at ``rate`` GPU-samples/s for ``seconds``; returns
+    round → wall time acknowledged."""
     acked: dict[int, float] = {}
-    rounds = max(int(rate * seconds / load.samples_per_round), 1)
+    rounds = max(int(rate * seconds / load.samples_per_round + 1e-9), 1)
     gap = load.samples_per_round / rate
     with EventProducer(settings, linger_ms=0) as producer:
         began = time.monotonic()
-        for index in range(rounds):
-            due = began + index * gap
+        for offset in range(rounds):
+            due = began + offset * gap
             delay = due - time.monotonic()
             if delay > 0:
                 time.sleep(delay)
+            index = first_round + offset
             for topic, key, value in messages(load, index, 1):
                 producer.send_raw(physical_name(topic, settings), key, value)
             producer.flush()

@@ -9,8 +9,13 @@ from typing import Any
 
 # (key, label, unit, target text, predicate on the results or None)
 ROWS: list[tuple[str, str, str, str, Any]] = [
-    ("pipeline_samples_per_s", "pipeline: topic → facts queryable", "GPU-samples/s", "≥ 100,000",
-     lambda r: r["pipeline_samples_per_s"] >= 100_000),
+    (
+        "pipeline_samples_per_s",
+        "pipeline: topic → facts queryable",
+        "GPU-samples/s",
+        "≥ 100,000",
+        lambda r: r["pipeline_samples_per_s"] >= 100_000,
+    ),
     ("bare_consume_samples_per_s", "bare aiokafka consume of gpu.metrics", "GPU-samples/s", "(baseline)", None),
     ("pipeline_vs_bare_pct", "pipeline / bare consume", "%", "≥ 50 %", lambda r: r["pipeline_vs_bare_pct"] >= 50),
     ("publish_samples_per_s", "publish (kafka-python, pre-encoded)", "GPU-samples/s", "—", None),
@@ -23,7 +28,26 @@ ROWS: list[tuple[str, str, str, str, Any]] = [
     ("rss_growth_pct", "RSS growth 1 h → 24 h", "%", "≤ 20 %", lambda r: r["rss_growth_pct"] <= 20),
     ("monthly_query_s", "monthly gpu-hours by team (warm median)", "s", "≤ 1", lambda r: r["monthly_query_s"] <= 1),
     ("monthly_query_cold_s", "monthly gpu-hours by team (first run)", "s", "—", None),
+    (
+        "live_cpu_us_per_sample",
+        "worker CPU per GPU-sample, live",
+        "µs",
+        "≤ 1.5 × backlog",
+        lambda r: r["live_cpu_us_per_sample"] <= 1.5 * r["backlog_cpu_us_per_sample"],
+    ),
+    ("backlog_cpu_us_per_sample", "worker CPU per GPU-sample, backlog", "µs", "—", None),
+    (
+        "live_endpoint_cpu_us_per_sample",
+        "ClickHouse endpoint CPU per GPU-sample, live",
+        "µs",
+        "≤ 2 × backlog",
+        lambda r: r["live_endpoint_cpu_us_per_sample"] <= 2 * r["backlog_endpoint_cpu_us_per_sample"],
+    ),
+    ("backlog_endpoint_cpu_us_per_sample", "ClickHouse endpoint CPU per GPU-sample, backlog", "µs", "—", None),
 ]
+# per-source rows of ``parse_publish_samples_per_s``: source → target (value → met) or None
+SOURCE_TARGETS: dict[str, tuple[str, Any]] = {"dcgm_query_range": ("≥ 300,000", lambda v: v >= 300_000)}
+RECORD_SOURCES = frozenset({"kubernetes_pods"})  # rated in records/s: their records are not GPU-samples
 
 
 def table_rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
@@ -31,11 +55,18 @@ def table_rows(results: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     for key, label, unit, target, ok in ROWS:
         if key not in results:
             continue
-        value = results[key]
-        shown = f"{value:,.1f}" if isinstance(value, float) and value >= 100 else f"{value}"
         verdict = "" if ok is None else ("met" if ok(results) else "not met")
-        out.append((label, f"{shown} {unit}", target, verdict))
+        out.append((label, f"{_shown(results[key])} {unit}", target, verdict))
+    for source, rate in results.get("parse_publish_samples_per_s", {}).items():
+        target, met = SOURCE_TARGETS.get(source, ("—", None))
+        verdict = "" if met is None else ("met" if met(rate) else "not met")
+        unit = "records/s" if source in RECORD_SOURCES else "GPU-samples/s"
+        out.append((f"collector parse + publish: {source}", f"{_shown(rate)} {unit}", target, verdict))
     return out
+
+
+def _shown(value: Any) -> str:
+    return f"{value:,.1f}" if isinstance(value, float) and value >= 100 else f"{value}"
 
 
 def markdown_table(results: dict[str, Any]) -> str:

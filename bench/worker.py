@@ -18,6 +18,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from pipelines.settings import Settings
 from pipelines.topics import GPU_METRICS, physical_name
+from streams.progress import end_offsets, wait_until_reflected
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -32,8 +33,13 @@ class Worker:
     def __init__(self, settings: Settings, log: Path, index: int = 0) -> None:
         self._log = open(log, "ab")  # noqa: SIM115 - closed in stop()
         argv = [sys.executable, "-m", "streams", "worker", "--index", str(index)]
-        self.proc = subprocess.Popen(argv, env=worker_env(settings), stdout=self._log,  # noqa: S603
-                                     stderr=subprocess.STDOUT, cwd=REPO)
+        self.proc = subprocess.Popen(  # noqa: S603
+            argv,
+            env=worker_env(settings),
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            cwd=REPO,
+        )
 
     def rss_mib(self) -> float:
         return rss_mib(self.proc.pid)
@@ -50,6 +56,11 @@ class Worker:
                 self.proc.kill()
                 self.proc.wait(timeout=10)
         self._log.close()
+
+
+def reflect(settings: Settings, timeout_s: float, poll_s: float = 0.25) -> None:
+    """Wait until every message now in the topics is reflected in the facts (``gpuledger ingest --wait``)."""
+    wait_until_reflected(settings, end_offsets(settings), timeout_s, poll_s=poll_s)
 
 
 def rss_mib(pid: int) -> float:
@@ -70,9 +81,13 @@ def bare_consume(settings: Settings, expected_messages: int, timeout_s: float = 
 
 async def _consume(settings: Settings, expected: int, timeout_s: float) -> float:
     topic = physical_name(GPU_METRICS, settings)
-    consumer = AIOKafkaConsumer(bootstrap_servers=settings.bootstrap_servers, group_id=None,
-                                enable_auto_commit=False, max_partition_fetch_bytes=8 * 1024 * 1024,
-                                fetch_max_bytes=64 * 1024 * 1024)
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=settings.bootstrap_servers,
+        group_id=None,
+        enable_auto_commit=False,
+        max_partition_fetch_bytes=8 * 1024 * 1024,
+        fetch_max_bytes=64 * 1024 * 1024,
+    )
     await consumer.start()
     try:
         parts = [TopicPartition(topic, p) for p in range(GPU_METRICS.partitions)]

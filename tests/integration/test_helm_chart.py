@@ -41,6 +41,29 @@ VARIANTS = {
         "--set",
         "secrets.values.CLICKHOUSE_PASSWORD=x",
     ],
+    # an administrator's choice: a writable Dagster webserver, exports on a PVC of one's own,
+    # serve's hashed tokens from a Secret's file
+    "admin": [
+        "--set",
+        "dagster.webserver.readOnly=false",
+        "--set",
+        "dagster.exports.persistence.existingClaim=finance-exports",
+        "--set",
+        "serve.tokensSecret.name=gpuledger-tokens",
+        "--set",
+        "serve.tokensSecret.key=tokens",
+        "--set",
+        "kafka.bootstrapServers=kafka-0.kafka:9093\\,kafka-1.kafka:9094",
+        "--set",
+        "clickhouse.url=https://clickhouse.db",
+    ],
+    # the emptyDir for exports and no NetworkPolicy, each by a value
+    "ephemeral-open": [
+        "--set",
+        "dagster.exports.persistence.enabled=false",
+        "--set",
+        "networkPolicy.enabled=false",
+    ],
 }
 WORKLOADS = ("Deployment", "DaemonSet", "StatefulSet", "Job")
 
@@ -284,3 +307,77 @@ def test_the_values_schema_refuses_typos(helm_env: dict[str, str]) -> None:
     assert done.returncode != 0 and "workerz" in done.stderr
     done = helm(helm_env, "template", "gl", str(CHART), "--set", "kafka.securityProtocol=SASL_SSSL")
     assert done.returncode != 0 and "securityProtocol" in done.stderr
+
+
+def workload(objs: list[dict[str, Any]], component: str) -> dict[str, Any]:
+    found = [o for o in objs if o["kind"] in WORKLOADS and o["metadata"]["name"].endswith(f"-{component}")]
+    assert len(found) == 1, (component, [o["metadata"]["name"] for o in found])
+    return found[0]
+
+
+def test_the_dagster_webserver_is_read_only_unless_an_admin_turns_writes_on(
+    rendered: dict[str, list[dict[str, Any]]],
+) -> None:
+    for variant in ("default", "all-options", "persistent-external", "ephemeral-open"):
+        command = pod_spec(workload(rendered[variant], "dagster-webserver"))["containers"][0]["command"]
+        assert command[0] == "dagster-webserver" and "--read-only" in command, variant
+    command = pod_spec(workload(rendered["admin"], "dagster-webserver"))["containers"][0]["command"]
+    assert command[0] == "dagster-webserver" and "--read-only" not in command
+    # the daemon has no such flag: it is what launches the scheduled runs
+    assert "--read-only" not in pod_spec(workload(rendered["default"], "dagster-daemon"))["containers"][0]["command"]
+
+
+def exports_volume(objs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The volume mounted where the daemon's runs write the FOCUS files (<GPULEDGER_HOME>/exports)."""
+    spec = pod_spec(workload(objs, "dagster-daemon"))
+    env = next(o for o in objs if o["kind"] == "ConfigMap" and "GPULEDGER_HOME" in o.get("data", {}))["data"]
+    where = f"{env['GPULEDGER_HOME']}/exports"
+    mounts = [m for m in spec["containers"][0]["volumeMounts"] if m["mountPath"] == where]
+    assert len(mounts) == 1 and not mounts[0].get("readOnly"), where
+    return next(v for v in spec["volumes"] if v["name"] == mounts[0]["name"])
+
+
+def test_the_focus_exports_are_written_to_a_persistent_volume_claim(
+    rendered: dict[str, list[dict[str, Any]]],
+) -> None:
+    claims = {}
+    for variant in ("default", "all-options", "persistent-external"):
+        objs = rendered[variant]
+        claim = exports_volume(objs)["persistentVolumeClaim"]["claimName"]
+        pvc = [o for o in objs if o["kind"] == "PersistentVolumeClaim" and o["metadata"]["name"] == claim]
+        assert len(pvc) == 1, (variant, claim)
+        assert pvc[0]["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+        claims[variant] = pvc[0]["spec"]
+    # the size, class and access modes are values; no class: the cluster's default
+    assert claims["default"] == {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "10Gi"}}}
+    assert claims["all-options"] == {
+        "accessModes": ["ReadWriteOncePod"],
+        "storageClassName": "standard",
+        "resources": {"requests": {"storage": "50Gi"}},
+    }
+    # one's own claim: mounted, none written by the chart
+    admin = rendered["admin"]
+    assert exports_volume(admin) == {"name": "exports", "persistentVolumeClaim": {"claimName": "finance-exports"}}
+    assert not [o for o in admin if o["kind"] == "PersistentVolumeClaim"]
+    # turned off by a value: an emptyDir, and no claim
+    assert "emptyDir" in exports_volume(rendered["ephemeral-open"])
+    assert not [o for o in rendered["ephemeral-open"] if o["kind"] == "PersistentVolumeClaim"]
+
+
+def test_serve_reads_hashed_tokens_from_a_secret_mounted_read_only(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    spec = pod_spec(workload(rendered["admin"], "serve"))
+    container = spec["containers"][0]
+    files = [a.removeprefix("--tokens-file=") for a in container["command"] if a.startswith("--tokens-file=")]
+    assert len(files) == 1
+    mount = next(m for m in container["volumeMounts"] if files[0].startswith(m["mountPath"] + "/"))
+    assert mount["readOnly"] is True
+    volume = next(v for v in spec["volumes"] if v["name"] == mount["name"])
+    assert volume["secret"]["secretName"] == "gpuledger-tokens"
+    assert volume["secret"]["items"] == [{"key": "tokens", "path": files[0].removeprefix(mount["mountPath"] + "/")}]
+    assert volume["secret"]["defaultMode"] & 0o007 == 0  # not world-readable
+    # and no plain tokens in its environment then
+    assert "GPULEDGER_API_TOKENS" not in {e["name"] for e in container["env"]}
+    # without tokensSecret, the compatible (lesser) way: the variable from the Secret, no file
+    container = pod_spec(workload(rendered["default"], "serve"))["containers"][0]
+    assert not [a for a in container["command"] if a.startswith("--tokens-file")]
+    assert "GPULEDGER_API_TOKENS" in {e["name"] for e in container["env"]}

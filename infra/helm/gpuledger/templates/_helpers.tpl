@@ -44,6 +44,11 @@ helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version | replace 
 {{- include "gpuledger.component" (dict "root" . "component" "collector") -}}
 {{- end -}}
 
+{{/* The claim holding the FOCUS exports: one's own (existingClaim) or the chart's. */}}
+{{- define "gpuledger.exportsClaim" -}}
+{{- default (include "gpuledger.component" (dict "root" . "component" "exports")) .Values.dagster.exports.persistence.existingClaim -}}
+{{- end -}}
+
 {{- define "gpuledger.postgresHost" -}}
 {{- if .Values.dagster.postgresql.bundled -}}
 {{- include "gpuledger.component" (dict "root" . "component" "postgresql") -}}

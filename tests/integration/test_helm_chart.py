@@ -381,3 +381,54 @@ def test_serve_reads_hashed_tokens_from_a_secret_mounted_read_only(rendered: dic
     container = pod_spec(workload(rendered["default"], "serve"))["containers"][0]
     assert not [a for a in container["command"] if a.startswith("--tokens-file")]
     assert "GPULEDGER_API_TOKENS" in {e["name"] for e in container["env"]}
+
+
+def egress_ports(policy: dict[str, Any]) -> set[tuple[int, str]]:
+    """The (port, protocol) pairs some egress rule of the policy allows (to whichever peers it names)."""
+    return {(p["port"], p.get("protocol", "TCP")) for rule in policy["spec"]["egress"] for p in rule.get("ports", [])}
+
+
+def selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    assert set(selector) == {"matchLabels"}, selector  # the chart writes no matchExpressions
+    return all(labels.get(k) == v for k, v in selector["matchLabels"].items())
+
+
+def test_the_network_policy_is_on_and_lets_every_component_reach_what_it_needs(
+    rendered: dict[str, list[dict[str, Any]]],
+) -> None:
+    needs = {
+        # DNS; Kafka, ClickHouse and Prometheus at the values' ports; the API server for the collectors
+        "default": {(53, "UDP"), (53, "TCP"), (9092, "TCP"), (8123, "TCP"), (9090, "TCP"), (443, "TCP"), (6443, "TCP")},
+        "persistent-external": {(9092, "TCP"), (8123, "TCP"), (5432, "TCP"), (443, "TCP")},  # PostgreSQL outside
+        "admin": {(9093, "TCP"), (9094, "TCP"), (443, "TCP"), (9090, "TCP")},  # every broker; https without a port
+        "all-options": {(53, "UDP"), (9093, "TCP"), (8443, "TCP"), (9090, "TCP"), (6443, "TCP")},  # its own rules
+    }
+    for variant, wanted in needs.items():
+        objs = rendered[variant]
+        policies = [o for o in objs if o["kind"] == "NetworkPolicy"]
+        assert len(policies) == 1, variant
+        policy = policies[0]
+        assert policy["spec"]["policyTypes"] == ["Ingress", "Egress"]
+        assert wanted <= egress_ports(policy), (variant, wanted - egress_ports(policy))
+        # it covers every pod of the release, and the release's pods reach each other (the bundled
+        # PostgreSQL from Dagster, on any port) both ways
+        pods = [
+            (o["metadata"]["name"], o["spec"]["template"]["metadata"]["labels"]) for o in objs if o["kind"] in WORKLOADS
+        ]
+        pods += [(o["metadata"]["name"], o["metadata"].get("labels", {})) for o in objs if o["kind"] == "Pod"]
+        assert pods and all(selects(policy["spec"]["podSelector"], labels) for _, labels in pods), variant
+        for direction, peer_key in (("ingress", "from"), ("egress", "to")):
+            internal = [
+                rule
+                for rule in policy["spec"][direction]
+                if "ports" not in rule
+                and any("podSelector" in p and "namespaceSelector" not in p for p in rule[peer_key])
+            ]
+            assert internal, (variant, direction)
+            for _, labels in pods:
+                assert any(selects(p["podSelector"], labels) for rule in internal for p in rule[peer_key])
+    # the ports derived from the settings are dropped by a value: then every rule but DNS names its peers
+    tight = next(o for o in rendered["all-options"] if o["kind"] == "NetworkPolicy")
+    open_rules = [rule for rule in tight["spec"]["egress"] if "to" not in rule]
+    assert [{p["port"] for p in rule["ports"]} for rule in open_rules] == [{53}]
+    assert not [o for o in rendered["ephemeral-open"] if o["kind"] == "NetworkPolicy"]

@@ -49,6 +49,47 @@ helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version | replace 
 {{- default (include "gpuledger.component" (dict "root" . "component" "exports")) .Values.dagster.exports.persistence.existingClaim -}}
 {{- end -}}
 
+{{/* A URL's TCP port: its own, else the scheme's (443 for https, 80 for http). */}}
+{{- define "gpuledger.urlPort" -}}
+{{- $host := (urlParse .).host -}}
+{{- if regexMatch ":[0-9]+$" $host -}}
+{{- regexFind "[0-9]+$" $host -}}
+{{- else if hasPrefix "https:" . -}}
+443
+{{- else -}}
+80
+{{- end -}}
+{{- end -}}
+
+{{/* The TCP ports the release's pods connect to outside the release, space-separated: every
+Kafka bootstrap server's (9092 when it names none), ClickHouse's, Prometheus', an existing
+PostgreSQL's and the API server's (for the collectors). Brokers that advertise other ports than
+their bootstrap addresses need networkPolicy.egress rules of their own. */}}
+{{- define "gpuledger.egressPorts" -}}
+{{- $ports := list -}}
+{{- range $server := splitList "," .Values.kafka.bootstrapServers -}}
+{{- $server = trim $server -}}
+{{- if regexMatch ":[0-9]+$" $server -}}
+{{- $ports = append $ports (regexFind "[0-9]+$" $server) -}}
+{{- else -}}
+{{- $ports = append $ports "9092" -}}
+{{- end -}}
+{{- end -}}
+{{- $ports = append $ports (include "gpuledger.urlPort" .Values.clickhouse.url) -}}
+{{- with .Values.prometheus.url -}}
+{{- $ports = append $ports (include "gpuledger.urlPort" .) -}}
+{{- end -}}
+{{- if and .Values.dagster.enabled (not .Values.dagster.postgresql.bundled) -}}
+{{- $ports = append $ports (toString .Values.dagster.postgresql.port) -}}
+{{- end -}}
+{{- if or .Values.collectors.kubernetes.enabled .Values.collectors.podResources.enabled -}}
+{{- range .Values.networkPolicy.apiServerPorts -}}
+{{- $ports = append $ports (toString .) -}}
+{{- end -}}
+{{- end -}}
+{{- join " " $ports -}}
+{{- end -}}
+
 {{- define "gpuledger.postgresHost" -}}
 {{- if .Values.dagster.postgresql.bundled -}}
 {{- include "gpuledger.component" (dict "root" . "component" "postgresql") -}}

@@ -293,6 +293,16 @@ def test_the_values_schema_refuses_typos(helm_env: dict[str, str]) -> None:
     assert done.returncode != 0 and "workerz" in done.stderr
     done = helm(helm_env, "template", "gl", str(CHART), "--set", "kafka.securityProtocol=SASL_SSSL")
     assert done.returncode != 0 and "securityProtocol" in done.stderr
+    for bad in (
+        "serve.tokensSecret.nmae=t",
+        "serve.tokensSecret.name=Tokens_File",
+        "dagster.exports.persistence.size=ten",
+        "dagster.exports.persistence.accessModes={ReadOnlyMany}",
+        "dagster.webserver.readOnly=maybe",
+        "networkPolicy.apiServerPorts={70000}",
+    ):
+        done = helm(helm_env, "template", "gl", str(CHART), "--set", bad)
+        assert done.returncode != 0 and "values don't meet the specifications of the schema" in done.stderr, bad
 
 
 def workload(objs: list[dict[str, Any]], component: str) -> dict[str, Any]:

@@ -396,7 +396,7 @@ def test_the_network_policy_is_on_and_lets_every_component_reach_what_it_needs(
         # DNS; Kafka, ClickHouse and Prometheus at the values' ports; the API server for the collectors
         "default": {(53, "UDP"), (53, "TCP"), (9092, "TCP"), (8123, "TCP"), (9090, "TCP"), (443, "TCP"), (6443, "TCP")},
         "persistent-external": {(9092, "TCP"), (8123, "TCP"), (5432, "TCP"), (443, "TCP")},  # PostgreSQL outside
-        "admin": {(9093, "TCP"), (9094, "TCP"), (443, "TCP"), (9090, "TCP")},  # every broker; https without a port
+        "admin": {(9093, "TCP"), (9094, "TCP"), (8443, "TCP"), (9090, "TCP")},  # every broker; ClickHouse's https port
         "all-options": {(53, "UDP"), (9093, "TCP"), (8443, "TCP"), (9090, "TCP"), (6443, "TCP")},  # its own rules
     }
     for variant, wanted in needs.items():

@@ -41,6 +41,15 @@ VARIANTS = {
         "--set",
         "secrets.values.CLICKHOUSE_PASSWORD=x",
     ],
+    # a writable Dagster webserver, exports on one's own claim, serve's tokens from a Secret's file
+    "admin": ["-f", str(CHART / "ci/admin-values.yaml")],
+    # the emptyDir for exports and no NetworkPolicy, each by a value
+    "ephemeral-open": [
+        "--set",
+        "dagster.exports.persistence.enabled=false",
+        "--set",
+        "networkPolicy.enabled=false",
+    ],
 }
 WORKLOADS = ("Deployment", "DaemonSet", "StatefulSet", "Job")
 
@@ -94,7 +103,7 @@ def rendered(helm_env: dict[str, str]) -> dict[str, list[dict[str, Any]]]:
     return {variant: objects(render(helm_env, variant)) for variant in VARIANTS}
 
 
-@pytest.mark.parametrize("variant", ["default", "all-options"])
+@pytest.mark.parametrize("variant", ["default", "all-options", "admin"])
 def test_the_chart_lints_strictly(helm_env: dict[str, str], variant: str) -> None:
     done = helm(helm_env, "lint", "--strict", str(CHART), *VARIANTS[variant])
     assert done.returncode == 0, done.stdout + done.stderr
@@ -284,3 +293,138 @@ def test_the_values_schema_refuses_typos(helm_env: dict[str, str]) -> None:
     assert done.returncode != 0 and "workerz" in done.stderr
     done = helm(helm_env, "template", "gl", str(CHART), "--set", "kafka.securityProtocol=SASL_SSSL")
     assert done.returncode != 0 and "securityProtocol" in done.stderr
+    for bad in (
+        "serve.tokensSecret.nmae=t",
+        "serve.tokensSecret.name=Tokens_File",
+        "dagster.exports.persistence.size=ten",
+        "dagster.exports.persistence.accessModes={ReadOnlyMany}",
+        "dagster.webserver.readOnly=maybe",
+        "networkPolicy.apiServerPorts={70000}",
+    ):
+        done = helm(helm_env, "template", "gl", str(CHART), "--set", bad)
+        assert done.returncode != 0 and "values don't meet the specifications of the schema" in done.stderr, bad
+
+
+def workload(objs: list[dict[str, Any]], component: str) -> dict[str, Any]:
+    found = [o for o in objs if o["kind"] in WORKLOADS and o["metadata"]["name"].endswith(f"-{component}")]
+    assert len(found) == 1, (component, [o["metadata"]["name"] for o in found])
+    return found[0]
+
+
+def test_the_dagster_webserver_is_read_only_unless_an_admin_turns_writes_on(
+    rendered: dict[str, list[dict[str, Any]]],
+) -> None:
+    for variant in ("default", "all-options", "persistent-external", "ephemeral-open"):
+        command = pod_spec(workload(rendered[variant], "dagster-webserver"))["containers"][0]["command"]
+        assert command[0] == "dagster-webserver" and "--read-only" in command, variant
+    command = pod_spec(workload(rendered["admin"], "dagster-webserver"))["containers"][0]["command"]
+    assert command[0] == "dagster-webserver" and "--read-only" not in command
+    # the daemon has no such flag: it is what launches the scheduled runs
+    assert "--read-only" not in pod_spec(workload(rendered["default"], "dagster-daemon"))["containers"][0]["command"]
+
+
+def exports_volume(objs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The volume mounted where the daemon's runs write the FOCUS files (<GPULEDGER_HOME>/exports)."""
+    spec = pod_spec(workload(objs, "dagster-daemon"))
+    env = next(o for o in objs if o["kind"] == "ConfigMap" and "GPULEDGER_HOME" in o.get("data", {}))["data"]
+    where = f"{env['GPULEDGER_HOME']}/exports"
+    mounts = [m for m in spec["containers"][0]["volumeMounts"] if m["mountPath"] == where]
+    assert len(mounts) == 1 and not mounts[0].get("readOnly"), where
+    return next(v for v in spec["volumes"] if v["name"] == mounts[0]["name"])
+
+
+def test_the_focus_exports_are_written_to_a_persistent_volume_claim(
+    rendered: dict[str, list[dict[str, Any]]],
+) -> None:
+    claims = {}
+    for variant in ("default", "all-options", "persistent-external"):
+        objs = rendered[variant]
+        claim = exports_volume(objs)["persistentVolumeClaim"]["claimName"]
+        pvc = [o for o in objs if o["kind"] == "PersistentVolumeClaim" and o["metadata"]["name"] == claim]
+        assert len(pvc) == 1, (variant, claim)
+        assert pvc[0]["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+        claims[variant] = pvc[0]["spec"]
+    # the size, class and access modes are values; no class: the cluster's default
+    assert claims["default"] == {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "10Gi"}}}
+    assert claims["all-options"] == {
+        "accessModes": ["ReadWriteOncePod"],
+        "storageClassName": "standard",
+        "resources": {"requests": {"storage": "50Gi"}},
+    }
+    # one's own claim: mounted, none written by the chart
+    admin = rendered["admin"]
+    assert exports_volume(admin) == {"name": "exports", "persistentVolumeClaim": {"claimName": "finance-exports"}}
+    assert not [o for o in admin if o["kind"] == "PersistentVolumeClaim"]
+    # turned off by a value: an emptyDir, and no claim
+    assert "emptyDir" in exports_volume(rendered["ephemeral-open"])
+    assert not [o for o in rendered["ephemeral-open"] if o["kind"] == "PersistentVolumeClaim"]
+
+
+def test_serve_reads_hashed_tokens_from_a_secret_mounted_read_only(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    spec = pod_spec(workload(rendered["admin"], "serve"))
+    container = spec["containers"][0]
+    files = [a.removeprefix("--tokens-file=") for a in container["command"] if a.startswith("--tokens-file=")]
+    assert len(files) == 1
+    mount = next(m for m in container["volumeMounts"] if files[0].startswith(m["mountPath"] + "/"))
+    assert mount["readOnly"] is True
+    volume = next(v for v in spec["volumes"] if v["name"] == mount["name"])
+    assert volume["secret"]["secretName"] == "gpuledger-tokens"
+    assert volume["secret"]["items"] == [{"key": "tokens", "path": files[0].removeprefix(mount["mountPath"] + "/")}]
+    assert volume["secret"]["defaultMode"] & 0o007 == 0  # not world-readable
+    # and no plain tokens in its environment then
+    assert "GPULEDGER_API_TOKENS" not in {e["name"] for e in container["env"]}
+    # without tokensSecret, the compatible (lesser) way: the variable from the Secret, no file
+    container = pod_spec(workload(rendered["default"], "serve"))["containers"][0]
+    assert not [a for a in container["command"] if a.startswith("--tokens-file")]
+    assert "GPULEDGER_API_TOKENS" in {e["name"] for e in container["env"]}
+
+
+def egress_ports(policy: dict[str, Any]) -> set[tuple[int, str]]:
+    """The (port, protocol) pairs some egress rule of the policy allows (to whichever peers it names)."""
+    return {(p["port"], p.get("protocol", "TCP")) for rule in policy["spec"]["egress"] for p in rule.get("ports", [])}
+
+
+def selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    assert set(selector) == {"matchLabels"}, selector  # the chart writes no matchExpressions
+    return all(labels.get(k) == v for k, v in selector["matchLabels"].items())
+
+
+def test_the_network_policy_is_on_and_lets_every_component_reach_what_it_needs(
+    rendered: dict[str, list[dict[str, Any]]],
+) -> None:
+    needs = {
+        # DNS; Kafka, ClickHouse and Prometheus at the values' ports; the API server for the collectors
+        "default": {(53, "UDP"), (53, "TCP"), (9092, "TCP"), (8123, "TCP"), (9090, "TCP"), (443, "TCP"), (6443, "TCP")},
+        "persistent-external": {(9092, "TCP"), (8123, "TCP"), (5432, "TCP"), (443, "TCP")},  # PostgreSQL outside
+        "admin": {(9093, "TCP"), (9094, "TCP"), (8443, "TCP"), (9090, "TCP")},  # every broker; ClickHouse's https port
+        "all-options": {(53, "UDP"), (9093, "TCP"), (8443, "TCP"), (9090, "TCP"), (6443, "TCP")},  # its own rules
+    }
+    for variant, wanted in needs.items():
+        objs = rendered[variant]
+        policies = [o for o in objs if o["kind"] == "NetworkPolicy"]
+        assert len(policies) == 1, variant
+        policy = policies[0]
+        assert policy["spec"]["policyTypes"] == ["Ingress", "Egress"]
+        assert wanted <= egress_ports(policy), (variant, wanted - egress_ports(policy))
+        # it covers every pod of the release, and the release's pods reach each other (the bundled
+        # PostgreSQL from Dagster, on any port) both ways
+        pods = [
+            (o["metadata"]["name"], o["spec"]["template"]["metadata"]["labels"]) for o in objs if o["kind"] in WORKLOADS
+        ]
+        pods += [(o["metadata"]["name"], o["metadata"].get("labels", {})) for o in objs if o["kind"] == "Pod"]
+        assert pods and all(selects(policy["spec"]["podSelector"], labels) for _, labels in pods), variant
+        for direction, peer_key in (("ingress", "from"), ("egress", "to")):
+            internal = [
+                rule
+                for rule in policy["spec"][direction]
+                if "ports" not in rule
+                and any("podSelector" in p and "namespaceSelector" not in p for p in rule[peer_key])
+            ]
+            assert internal, (variant, direction)
+            for _, labels in pods:
+                assert any(selects(p["podSelector"], labels) for rule in internal for p in rule[peer_key])
+    # the ports derived from the settings are dropped by a value: then every rule but DNS names its peers
+    tight = next(o for o in rendered["all-options"] if o["kind"] == "NetworkPolicy")
+    open_rules = [rule for rule in tight["spec"]["egress"] if "to" not in rule]
+    assert [{p["port"] for p in rule["ports"]} for rule in open_rules] == [{53}]
+    assert not [o for o in rendered["ephemeral-open"] if o["kind"] == "NetworkPolicy"]

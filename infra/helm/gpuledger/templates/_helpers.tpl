@@ -44,6 +44,54 @@ helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version | replace 
 {{- include "gpuledger.component" (dict "root" . "component" "collector") -}}
 {{- end -}}
 
+{{/* The claim holding the FOCUS exports: one's own (existingClaim) or the chart's. */}}
+{{- define "gpuledger.exportsClaim" -}}
+{{- default (include "gpuledger.component" (dict "root" . "component" "exports")) .Values.dagster.exports.persistence.existingClaim -}}
+{{- end -}}
+
+{{/* A URL's TCP port: its own, else the client's default for the scheme (.https, .http). */}}
+{{- define "gpuledger.urlPort" -}}
+{{- $host := (urlParse .url).host -}}
+{{- if regexMatch ":[0-9]+$" $host -}}
+{{- regexFind "[0-9]+$" $host -}}
+{{- else if hasPrefix "https:" .url -}}
+{{- .https -}}
+{{- else -}}
+{{- .http -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The TCP ports the release's pods connect to outside the release, space-separated: every
+Kafka bootstrap server's (9092 when it names none), ClickHouse's (8443 for https, 8123 for http
+when the URL names none), Prometheus' (443 or 80 when none), an existing
+PostgreSQL's and the API server's (for the collectors). Brokers that advertise other ports than
+their bootstrap addresses need networkPolicy.egress rules of their own. */}}
+{{- define "gpuledger.egressPorts" -}}
+{{- $ports := list -}}
+{{- range $server := splitList "," .Values.kafka.bootstrapServers -}}
+{{- $server = trim $server -}}
+{{- if regexMatch ":[0-9]+$" $server -}}
+{{- $ports = append $ports (regexFind "[0-9]+$" $server) -}}
+{{- else -}}
+{{- $ports = append $ports "9092" -}}
+{{- end -}}
+{{- end -}}
+{{- /* sql/client.py: ClickHouse's own ports when the URL names none */ -}}
+{{- $ports = append $ports (include "gpuledger.urlPort" (dict "url" .Values.clickhouse.url "https" "8443" "http" "8123")) -}}
+{{- with .Values.prometheus.url -}}
+{{- $ports = append $ports (include "gpuledger.urlPort" (dict "url" . "https" "443" "http" "80")) -}}
+{{- end -}}
+{{- if and .Values.dagster.enabled (not .Values.dagster.postgresql.bundled) -}}
+{{- $ports = append $ports (toString .Values.dagster.postgresql.port) -}}
+{{- end -}}
+{{- if or .Values.collectors.kubernetes.enabled .Values.collectors.podResources.enabled -}}
+{{- range .Values.networkPolicy.apiServerPorts -}}
+{{- $ports = append $ports (toString .) -}}
+{{- end -}}
+{{- end -}}
+{{- join " " $ports -}}
+{{- end -}}
+
 {{- define "gpuledger.postgresHost" -}}
 {{- if .Values.dagster.postgresql.bundled -}}
 {{- include "gpuledger.component" (dict "root" . "component" "postgresql") -}}

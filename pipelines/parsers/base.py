@@ -38,8 +38,9 @@ class ParseResult:
         if text not in self.notes:
             self.notes.append(text)
 
-    def add(self, obj: dict[str, object], *, topic: str, source: str, raw: str | bytes,
-            origin: str | None = None) -> None:
+    def add(
+        self, obj: dict[str, object], *, topic: str, source: str, raw: str | bytes, origin: str | None = None
+    ) -> None:
         """Validate ``obj`` into an event, or dead-letter it with the validation reason."""
         try:
             self.events.append(validate(obj))
@@ -50,8 +51,14 @@ class ParseResult:
         self.dead_letters.append(DeadLetter.build(topic=topic, source=source, reason=reason, raw=raw, origin=origin))
 
 
-def json_lines(text: str, record: Callable[[str, int], tuple[dict[str, Any] | None, str]], *, topic: str,
-               source: str, origin: str | None) -> ParseResult:
+def json_lines(
+    text: str,
+    record: Callable[[str, int], tuple[dict[str, Any] | None, str]],
+    *,
+    topic: str,
+    source: str,
+    origin: str | None,
+) -> ParseResult:
     """Every non-blank line through ``record(line, lineno)``: its event object, or ``None`` and the
     one-line reason it becomes a dead letter."""
     result = ParseResult()
@@ -64,3 +71,22 @@ def json_lines(text: str, record: Callable[[str, int], tuple[dict[str, Any] | No
         else:
             result.add(obj, topic=topic, source=source, raw=line, origin=origin)
     return result
+
+
+def json_object(parent: Any, key: str) -> dict[str, Any]:
+    """``parent[key]`` of a decoded JSON document: {} when absent, an error when not an object."""
+    value = parent.get(key) if isinstance(parent, dict) else None
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValueError(f"{key} is not an object")
+    return value
+
+
+def json_list(value: Any) -> list[Any]:
+    """A decoded JSON list: [] when absent, an error when not a list."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ValueError("expected a list")
+    return value

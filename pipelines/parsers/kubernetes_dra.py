@@ -32,6 +32,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from pipelines.parsers.base import json_list, json_object
+
 GPU_DRIVER = "gpu.nvidia.com"
 GPU_CLASSES = ("gpu.nvidia.com",)  # DeviceClasses whose requests are whole GPUs
 CLAIM_KINDS = ("ResourceClaim",)  # tuples: a kind may be any JSON value
@@ -87,10 +89,10 @@ class DraInventory:
     def add(self, obj: dict[str, Any]) -> None:
         """A ResourceClaim or ResourceSlice. Raises ValueError on a malformed one."""
         if obj.get("kind") in CLAIM_KINDS:
-            meta = _obj(obj, "metadata")
+            meta = json_object(obj, "metadata")
             self.claims[f"{_str(meta, 'namespace')}/{_str(meta, 'name')}"] = obj
         else:
-            self._add_slice(_obj(obj, "spec"))
+            self._add_slice(json_object(obj, "spec"))
 
     def replace(self, claims: list[dict[str, Any]], slices: list[dict[str, Any]]) -> list[str]:
         """Forget everything and read these (a fresh list); the reasons of those that were malformed."""
@@ -108,7 +110,7 @@ class DraInventory:
 
     def _add_slice(self, spec: dict[str, Any]) -> None:
         driver = _str(spec, "driver")
-        pool = _obj(spec, "pool")
+        pool = json_object(spec, "pool")
         name = _str(pool, "name")
         given = pool.get("generation")
         generation = given if isinstance(given, int) else 0
@@ -118,8 +120,8 @@ class DraInventory:
         if generation > known:  # the pool was republished: its older devices are gone
             self.devices = {key: d for key, d in self.devices.items() if key[:2] != (driver, name)}
         self._generations[(driver, name)] = generation
-        for device in _list(spec.get("devices")):
-            attrs = _attributes(_obj(device, "attributes"), driver)
+        for device in json_list(spec.get("devices")):
+            attrs = _attributes(json_object(device, "attributes"), driver)
             uuid = attrs.get("uuid")
             if isinstance(uuid, str) and uuid:
                 gi = next((attrs[a] for a in GI_ATTRIBUTES if isinstance(attrs.get(a), int)), None)
@@ -161,7 +163,7 @@ class DraInventory:
                     what = f"ResourceClaim {key}" if key else f"the ResourceClaim of pod claim {pod_claim!r}"
                     raise ValueError(f"{what} is not in the input: {INPUT_HINT}")
                 continue
-            allocation = _obj(_obj(claim, "status"), "allocation")
+            allocation = json_object(json_object(claim, "status"), "allocation")
             if not allocation:
                 if placed:
                     raise ValueError(f"ResourceClaim {key} of a running pod has no allocation")
@@ -177,7 +179,7 @@ class DraInventory:
     def _allocated(self, held: Held, key: str, allocation: dict[str, Any]) -> bool:
         whole: dict[str | None, int] = {}
         mig: dict[tuple[str, str | None], int] = {}
-        for result in _list(_obj(allocation, "devices").get("results")):
+        for result in json_list(json_object(allocation, "devices").get("results")):
             driver, pool, name = _str(result, "driver"), _str(result, "pool"), _str(result, "device")
             if driver != GPU_DRIVER:
                 continue  # not a GPU
@@ -208,8 +210,8 @@ class DraInventory:
     def _requested(held: Held, claim: dict[str, Any]) -> bool:
         """Whole GPUs asked by an unallocated claim (a pending pod's), exact counts of GPU classes."""
         count = 0
-        for request in _list(_obj(_obj(claim, "spec"), "devices").get("requests")):
-            exactly = _obj(request, "exactly") or request  # v1 nests it; v1beta1 did not
+        for request in json_list(json_object(json_object(claim, "spec"), "devices").get("requests")):
+            exactly = json_object(request, "exactly") or request  # v1 nests it; v1beta1 did not
             exact = exactly.get("allocationMode", "ExactCount") == "ExactCount"
             if exact and exactly.get("deviceClassName") in GPU_CLASSES:
                 asked = exactly.get("count", 1)
@@ -225,11 +227,11 @@ def pod_claim_keys(namespace: str, spec: dict[str, Any], status: dict[str, Any])
     (``resourceClaimName`` null: the pod needs none) is left out."""
     generated = {
         s.get("name"): s.get("resourceClaimName")
-        for s in _list(status.get("resourceClaimStatuses"))
+        for s in json_list(status.get("resourceClaimStatuses"))
         if isinstance(s, dict)
     }
     keys: list[tuple[str, str | None]] = []
-    for entry in _list(spec.get("resourceClaims")):
+    for entry in json_list(spec.get("resourceClaims")):
         name = _str(entry, "name")
         if not entry.get("resourceClaimName") and name in generated and not generated[name]:
             continue  # no claim needed
@@ -241,8 +243,8 @@ def pod_claim_keys(namespace: str, spec: dict[str, Any], status: dict[str, Any])
 def _claim_users(spec: dict[str, Any]) -> dict[str, set[str]]:
     """Pod claim name -> the app containers using it (``resources.claims[].name``)."""
     users: dict[str, set[str]] = {}
-    for container in _list(spec.get("containers")):
-        for used in _list(_obj(container, "resources").get("claims")):
+    for container in json_list(spec.get("containers")):
+        for used in json_list(json_object(container, "resources").get("claims")):
             if isinstance(used, dict) and isinstance(used.get("name"), str):
                 users.setdefault(used["name"], set()).add(str(container.get("name")))
     return users
@@ -260,23 +262,6 @@ def _attributes(attrs: dict[str, Any], driver: str) -> dict[str, Any]:
         if isinstance(value, dict) and len(value) == 1:
             out[short] = next(iter(value.values()))
     return out
-
-
-def _obj(parent: Any, key: str) -> dict[str, Any]:
-    value = parent.get(key) if isinstance(parent, dict) else None
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise ValueError(f"{key} is not an object")
-    return value
-
-
-def _list(value: Any) -> list[Any]:
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise ValueError("expected a list")
-    return value
 
 
 def _str(obj: Any, key: str) -> str:

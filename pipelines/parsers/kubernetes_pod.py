@@ -26,6 +26,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from pipelines.events import mig_fraction
+from pipelines.parsers.base import json_list, json_object
 from pipelines.parsers.kubernetes_dra import DraInventory, Held
 from pipelines.parsers.sched_events import parse_rfc3339
 
@@ -96,7 +97,7 @@ class PodView:
 def read_pod(pod: dict[str, Any], *, replicas: int | None = None, dra: DraInventory | None = None) -> PodView | None:
     """The pod's values, or None when it holds no GPU (by resources, or by a ResourceClaim ``dra``
     resolves). Raises ValueError on a malformed pod or a claim that cannot be resolved."""
-    meta, spec, status = _obj(pod, "metadata"), _obj(pod, "spec"), _obj(pod, "status")
+    meta, spec, status = json_object(pod, "metadata"), json_object(pod, "spec"), json_object(pod, "status")
     annotations = _str_map(meta.get("annotations"), "annotations")
     gpus, gpu_names = pod_gpus(spec, annotations, replicas)
     held = Held()
@@ -108,12 +109,17 @@ def read_pod(pod: dict[str, Any], *, replicas: int | None = None, dra: DraInvent
     if not gpus:
         return None
     name, namespace = _required(meta, "name"), _required(meta, "namespace")
-    statuses = {s.get("name"): s for s in _list(status.get("containerStatuses")) if isinstance(s, dict)}
-    app = [c.get("name") for c in _list(spec.get("containers")) if isinstance(c, dict)]
+    statuses = {s.get("name"): s for s in json_list(status.get("containerStatuses")) if isinstance(s, dict)}
+    app = [c.get("name") for c in json_list(spec.get("containers")) if isinstance(c, dict)]
     watched = [n for n in app if n in gpu_names] or app
     containers = [_container(str(n), statuses.get(n) or {}) for n in watched]
     owner = next(
-        (ref for ref in _list(meta.get("ownerReferences")) if isinstance(ref, dict) and ref.get("controller", True)), {}
+        (
+            ref
+            for ref in json_list(meta.get("ownerReferences"))
+            if isinstance(ref, dict) and ref.get("controller", True)
+        ),
+        {},
     )
     labels = _str_map(meta.get("labels"), "labels")
     deletion = parse_rfc3339(meta.get("deletionTimestamp"))
@@ -141,7 +147,7 @@ def read_pod(pod: dict[str, Any], *, replicas: int | None = None, dra: DraInvent
         priority_class=_opt_str(spec.get("priorityClassName")),
         containers=containers,
         gpus=gpus,
-        conditions=[c for c in _list(status.get("conditions")) if isinstance(c, dict)],
+        conditions=[c for c in json_list(status.get("conditions")) if isinstance(c, dict)],
         latest_time=_latest_time(status),
         held=held,
     )
@@ -152,15 +158,15 @@ def pod_gpus(
 ) -> tuple[list[dict[str, Any]], set[str]]:
     """The pod's GpuRequest dicts and the names of the app containers that hold GPUs."""
     replicas = _replicas(annotations.get(REPLICAS_ANNOTATION), replicas)
-    product = _obj(spec, "nodeSelector").get(PRODUCT_SELECTOR)
+    product = json_object(spec, "nodeSelector").get(PRODUCT_SELECTOR)
     app: dict[tuple[str, str | None], int] = {}
     init: dict[tuple[str, str | None], int] = {}
     holders: set[str] = set()
-    for container in _list(spec.get("containers")):
+    for container in json_list(spec.get("containers")):
         for key, count in container_gpus(container).items():
             app[key] = app.get(key, 0) + count
             holders.add(str(container.get("name")))
-    for container in _list(spec.get("initContainers")):
+    for container in json_list(spec.get("initContainers")):
         for key, count in container_gpus(container).items():
             init[key] = max(init.get(key, 0), count)
     merged = {key: max(app.get(key, 0), init.get(key, 0)) for key in sorted({*app, *init}, key=str)}
@@ -182,7 +188,7 @@ def container_gpus(container: Any) -> dict[tuple[str, str | None], int]:
     """``{(kind, profile): count}`` of one container spec's GPU resources."""
     if not isinstance(container, dict):
         raise ValueError("container spec is not an object")
-    resources = _obj(container, "resources")
+    resources = json_object(container, "resources")
     amounts = resources.get("limits") or resources.get("requests") or {}
     if not isinstance(amounts, dict):
         raise ValueError("resources.limits is not an object")
@@ -229,7 +235,7 @@ def _container(name: str, status: dict[str, Any]) -> GpuContainer:
         name=name,
         restart_count=restarts,
         terminated=_run(_state(status, "terminated")),
-        last_terminated=_run(_obj(status, "lastState").get("terminated")),
+        last_terminated=_run(json_object(status, "lastState").get("terminated")),
         running_since=parse_rfc3339(running.get("startedAt")) if running else None,
     )
 
@@ -251,8 +257,10 @@ def _run(terminated: Any) -> Run | None:
 
 
 def _latest_time(status: dict[str, Any]) -> datetime | None:
-    times = [parse_rfc3339(c.get("lastTransitionTime")) for c in _list(status.get("conditions")) if isinstance(c, dict)]
-    for container in _list(status.get("containerStatuses")):
+    times = [
+        parse_rfc3339(c.get("lastTransitionTime")) for c in json_list(status.get("conditions")) if isinstance(c, dict)
+    ]
+    for container in json_list(status.get("containerStatuses")):
         if isinstance(container, dict):
             run = _run(_state(container, "terminated"))
             times.append(run.finished if run else None)
@@ -264,23 +272,6 @@ def _state(status: dict[str, Any], which: str) -> dict[str, Any]:
     state = status.get("state")
     inner = state.get(which) if isinstance(state, dict) else None
     return inner if isinstance(inner, dict) else {}
-
-
-def _obj(parent: Any, key: str) -> dict[str, Any]:
-    value = parent.get(key) if isinstance(parent, dict) else None
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise ValueError(f"{key} is not an object")
-    return value
-
-
-def _list(value: Any) -> list[Any]:
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise ValueError("expected a list")
-    return value
 
 
 def _str_map(value: Any, what: str) -> dict[str, str]:

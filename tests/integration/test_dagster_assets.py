@@ -129,64 +129,11 @@ def fact_rows() -> tuple[list[list[object]], list[list[object]]]:
             windows.append(["c1", node, ws, 1, 7200.0, n, 2.0, 3600])  # two GPUs per node, 1 h windows
     # a late correction of hour 49 on n2: j3 did not hold g-n2-0 after all (version 2 of that window)
     ws = T0 + timedelta(hours=49)
-    facts.append(
-        [
-            _id("n2", "g-n2-0", ws, "fix"),
-            2,
-            "c1",
-            ws,
-            3600,
-            "n2",
-            "g-n2-0",
-            "g-n2-0",
-            "A100",
-            "unallocated",
-            "",
-            "",
-            "",
-            0,
-            "",
-            "",
-            "",
-            "",
-            "",
-            "",
-            "",
-            3600.0,
-            0.0,
-            0.0,
-            0.0,
-        ]
-    )
-    facts.append(
-        [
-            _id("n2", "g-n2-1", ws, "fix"),
-            2,
-            "c1",
-            ws,
-            3600,
-            "n2",
-            "g-n2-1",
-            "g-n2-1",
-            "A100",
-            "unallocated",
-            "",
-            "",
-            "",
-            0,
-            "",
-            "",
-            "",
-            "",
-            "",
-            "",
-            "",
-            3600.0,
-            0.0,
-            0.0,
-            0.0,
-        ]
-    )
+    for gpu in ("g-n2-0", "g-n2-1"):
+        facts.append(
+            [_id("n2", gpu, ws, "fix"), 2, "c1", ws, 3600, "n2", gpu, gpu, "A100", "unallocated"]
+            + ["", "", "", 0, "", "", "", "", "", "", "", 3600.0, 0.0, 0.0, 0.0]
+        )
     windows.append(["c1", "n2", ws, 2, 7200.0, 2, 2.0, 3600])
     return facts, windows
 
@@ -227,6 +174,16 @@ def inventory_rows() -> list[list[object]]:
     ]
 
 
+WINDOW_COLS = [
+    "cluster",
+    "node",
+    "window_start",
+    "version",
+    "capacity_seconds",
+    "rows",
+    "physical_gpus",
+    "window_seconds",
+]
 FACT_COLS = [
     "fact_id",
     "version",
@@ -498,16 +455,7 @@ def load_fixture_rows(settings: Settings) -> None:
         client.insert(
             "fact_windows",
             windows,
-            column_names=[
-                "cluster",
-                "node",
-                "window_start",
-                "version",
-                "capacity_seconds",
-                "rows",
-                "physical_gpus",
-                "window_seconds",
-            ],
+            column_names=WINDOW_COLS,
         )
         client.insert("job_attempts", attempt_rows(), column_names=ATTEMPT_COLS)
         client.insert("gpu_inventory", inventory_rows(), column_names=INVENTORY_COLS)

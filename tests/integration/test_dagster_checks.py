@@ -15,7 +15,7 @@ from dagster_project.defs.common.resources import ClickHouseResource
 from pipelines.settings import Settings
 from sql import load_query
 from sql.client import get_client
-from tests.integration.test_dagster_assets import FACT_COLS, INVENTORY_COLS, T0, load_fixture_rows
+from tests.integration.test_dagster_assets import FACT_COLS, INVENTORY_COLS, T0, WINDOW_COLS, load_fixture_rows
 
 pytestmark = pytest.mark.integration
 
@@ -88,16 +88,7 @@ def test_conservation_fails_when_a_window_lacks_a_physical_gpu(warehouse: Settin
         client.insert(
             "fact_windows",
             [["c1", "n1", ws, version, 3600.0, 1, 2.0, 3600]],
-            column_names=[
-                "cluster",
-                "node",
-                "window_start",
-                "version",
-                "capacity_seconds",
-                "rows",
-                "physical_gpus",
-                "window_seconds",
-            ],
+            column_names=WINDOW_COLS,
         )
     finally:
         client.close()
@@ -151,16 +142,7 @@ def _rewrite_window(settings: Settings, node: str, hour: int, gpus: list[str], p
         client.insert(
             "fact_windows",
             [["c1", node, ws, version, 3600.0 * physical, len(gpus), physical, 3600]],
-            column_names=[
-                "cluster",
-                "node",
-                "window_start",
-                "version",
-                "capacity_seconds",
-                "rows",
-                "physical_gpus",
-                "window_seconds",
-            ],
+            column_names=WINDOW_COLS,
         )
     finally:
         client.close()

@@ -27,7 +27,7 @@ from pipelines.settings import Settings
 from sql import load_query
 from sql.client import get_client, server_client
 from sql.errors import describe
-from sql.migrate import MigrationReport, ensure_reader, migrate
+from sql.migrate import MigrationReport, database_statement, ensure_reader, migrate
 from streams import rollup
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -134,10 +134,10 @@ def _streams_available() -> bool:
 
 def apply_migrations(settings: Settings) -> MigrationReport:
     admin = server_client(settings)
-    admin.command(f"CREATE DATABASE IF NOT EXISTS `{settings.clickhouse_database}`")
+    admin.command(database_statement(settings.clickhouse_database, settings.clickhouse_cluster))
     client = get_client(settings)
     try:
-        report = migrate(admin, client, settings.clickhouse_database)
+        report = migrate(admin, client, settings.clickhouse_database, settings.clickhouse_cluster)
         if ROLLUP_MIGRATION in report.applied:  # facts written before the rollup existed: build their hours
             rollup.rebuild_stale(client, datetime(1970, 1, 1, tzinfo=UTC))
         elif ORG_SCOPE_MIGRATION in report.applied:  # hours built before org versions were per cluster

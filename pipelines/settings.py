@@ -69,6 +69,11 @@ class Settings(BaseSettings):
     clickhouse_user: str = Field(default="default", validation_alias=_alias("CLICKHOUSE_USER"))
     clickhouse_password: SecretStr = Field(default=SecretStr(""), validation_alias=_alias("CLICKHOUSE_PASSWORD"))
     clickhouse_database: str = Field(default="gpuledger", validation_alias=_alias("CLICKHOUSE_DATABASE"))
+    clickhouse_cluster: str = Field(
+        default="", validation_alias=_alias("CLICKHOUSE_CLUSTER"),
+        description="a self-managed ClickHouse cluster's name: the database is created Replicated on it "
+                    "and every table Replicated* (docs/SCALING.md); empty for one server or ClickHouse Cloud",
+    )
     clickhouse_reader_user: str = Field(
         default="gpuledger_reader", validation_alias=_alias("CLICKHOUSE_READER_USER"),
         description="read-only account of Grafana and `gpuledger serve` (created by `gpuledger migrate`)",

@@ -8,6 +8,7 @@ schema changes go into a new numbered file.
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 
 from clickhouse_connect.driver.client import Client
@@ -36,14 +37,44 @@ class MigrationReport:
     reader: str = ""  # what became of the read-only account (empty: not asked for)
 
 
-def migrate(admin: Client, client: Client, database: str) -> MigrationReport:
-    """Create ``database`` if needed and apply pending migrations through ``client`` (bound to it)."""
-    admin.command(f"CREATE DATABASE IF NOT EXISTS {_ident(database)}")
-    client.command(MIGRATIONS_TABLE)
+# a MergeTree-family engine clause; group 2 is the family prefix (Replacing, Aggregating, ...)
+_ENGINE = re.compile(r"\bENGINE\s*=\s*(Replicated)?(\w*)MergeTree\b", re.IGNORECASE)
+
+
+def database_statement(database: str, cluster: str = "") -> str:
+    """``CREATE DATABASE`` for one server, or — with ``cluster`` — a Replicated database on every
+    replica of that cluster: its DDL (every migration, view and mutation) then reaches all replicas
+    through Keeper without an ``ON CLUSTER`` clause per statement."""
+    if not cluster:
+        return f"CREATE DATABASE IF NOT EXISTS {_ident(database)}"
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", cluster):
+        raise ValueError(f"invalid cluster name {cluster!r}")
+    return (
+        f"CREATE DATABASE IF NOT EXISTS {_ident(database)} ON CLUSTER `{cluster}` "
+        f"ENGINE = Replicated('/clickhouse/databases/{database}', '{{shard}}', '{{replica}}')"
+    )
+
+
+def for_cluster(statement: str, cluster: str) -> str:
+    """A DDL statement as it runs in a Replicated database: every MergeTree-family engine becomes
+    its ``Replicated*`` twin with the same arguments (Keeper path and replica name come from the
+    database); unchanged without ``cluster``. ClickHouse Cloud needs neither: it makes every
+    MergeTree table a shared one by itself."""
+    if not cluster:
+        return statement
+    return _ENGINE.sub(lambda m: f"ENGINE = Replicated{m.group(2)}MergeTree", statement)
+
+
+def migrate(admin: Client, client: Client, database: str, cluster: str = "") -> MigrationReport:
+    """Create ``database`` if needed and apply pending migrations through ``client`` (bound to it);
+    with ``cluster``, as a Replicated database on that ClickHouse cluster (:func:`database_statement`)."""
+    admin.command(database_statement(database, cluster))
+    client.command(for_cluster(MIGRATIONS_TABLE, cluster))
     done = {
         int(row[0]): str(row[1])
         for row in client.query(
-            "SELECT version, argMax(checksum, applied_at) FROM schema_migrations GROUP BY version").result_rows
+            "SELECT version, argMax(checksum, applied_at) FROM schema_migrations GROUP BY version"
+        ).result_rows
     }
     report = MigrationReport([], [], [])
     for path in ddl_files():
@@ -54,9 +85,10 @@ def migrate(admin: Client, client: Client, database: str) -> MigrationReport:
             (report.already if done[version] == checksum else report.changed).append(path.name)
             continue
         for statement in split_statements(text):
-            client.command(statement)
-        client.insert("schema_migrations", [[version, path.stem, checksum]],
-                      column_names=["version", "name", "checksum"])
+            client.command(for_cluster(statement, cluster))
+        client.insert(
+            "schema_migrations", [[version, path.stem, checksum]], column_names=["version", "name", "checksum"]
+        )
         report.applied.append(path.name)
     return report
 

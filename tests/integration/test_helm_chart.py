@@ -428,3 +428,18 @@ def test_the_network_policy_is_on_and_lets_every_component_reach_what_it_needs(
     open_rules = [rule for rule in tight["spec"]["egress"] if "to" not in rule]
     assert [{p["port"] for p in rule["ports"]} for rule in open_rules] == [{53}]
     assert not [o for o in rendered["ephemeral-open"] if o["kind"] == "NetworkPolicy"]
+
+
+def test_a_clickhouse_cluster_name_reaches_the_migrations_only_when_set(
+    rendered: dict[str, list[dict[str, Any]]], helm_env: dict[str, str]
+) -> None:
+    def settings(variant: str) -> dict[str, str]:
+        maps = [o for o in rendered[variant] if o["kind"] == "ConfigMap" and "CLICKHOUSE_DATABASE" in o.get("data", {})]
+        assert len(maps) == 1
+        data: dict[str, str] = maps[0]["data"]
+        return data
+
+    assert settings("all-options")["CLICKHOUSE_CLUSTER"] == "gpu_fleet"
+    assert "CLICKHOUSE_CLUSTER" not in settings("default")
+    done = helm(helm_env, "template", "gl", str(CHART), "--set", "clickhouse.cluster=a`b")
+    assert done.returncode != 0 and "cluster" in done.stderr

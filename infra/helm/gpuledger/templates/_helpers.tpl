@@ -217,6 +217,9 @@ GPULEDGER_TOPIC_PREFIX: {{ .Values.kafka.topicPrefix | quote }}
 CLICKHOUSE_URL: {{ required "clickhouse.url is required (an external ClickHouse)" .Values.clickhouse.url | quote }}
 CLICKHOUSE_USER: {{ .Values.clickhouse.user | quote }}
 CLICKHOUSE_DATABASE: {{ .Values.clickhouse.database | quote }}
+{{- with .Values.clickhouse.cluster }}
+CLICKHOUSE_CLUSTER: {{ . | quote }}
+{{- end }}
 CLICKHOUSE_READER_USER: {{ .Values.clickhouse.readerUser | quote }}
 {{- with .Values.prometheus.url }}
 PROMETHEUS_URL: {{ . | quote }}

@@ -51,23 +51,24 @@ same ids; a corrected version for the same date gets a new id and, being later i
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime
+from datetime import datetime
 from typing import Any
 
 import orjson
 import yaml
+from pydantic import ValidationError
 
 from pipelines import topics
 from pipelines.events import event_id
 from pipelines.parsers.base import NotThisFormat, ParseResult
-from pipelines.parsers.sched_events import RECORD_ERRORS, decode_text, parse_rfc3339, raw_text
+from pipelines.parsers.reference_files import OrgVersion, PricingVersion, version_error, where
+from pipelines.parsers.sched_events import RECORD_ERRORS, decode_text, raw_text
 
 ALL_CLUSTERS = "*"  # the cluster of an org version that applies to every cluster without its own
 
 TOPIC = topics.ORG_MAPPINGS
 ORG_KINDS = frozenset({"org", "org-mapping", "org_mapping", "org.mapping"})
 PRICING_KINDS = frozenset({"pricing", "prices", "pricing.rates"})
-_ORG_KEYS = frozenset({"effective_from", "business_units", "namespaces", "accounts", "description"})
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
@@ -136,95 +137,62 @@ def _detect(doc: dict[str, Any]) -> str | None:
 def _parse(doc: dict[str, Any], kind: str, cluster: str, origin: str | None) -> ParseResult:
     result = ParseResult()
     seen: set[datetime] = set()
-    for version in _versions(doc):
+    for position, version in enumerate(_versions(doc), 1):
         raw = raw_text(version)
         try:
             if not isinstance(version, dict):
-                raise ValueError("version is not a mapping")
-            data = org_data(version) if kind == "org" else pricing_data(version)
+                raise ValueError(f"{where(origin, position, version)}: version is not a mapping")
+            try:
+                data = org_data(version) if kind == "org" else pricing_data(version)
+            except ValidationError as exc:
+                raise ValueError(version_error(exc, origin, position, version)) from None
+            except ValueError as exc:  # a rule across fields (a team under two business units)
+                raise ValueError(f"{where(origin, position, version)}: {exc}") from None
             if data["effective_from"] in seen:
-                raise ValueError(f"a second version effective from {data['effective_from'].isoformat()}")
+                raise ValueError(
+                    f"{where(origin, position, version)}: a second version effective from "
+                    f"{data['effective_from'].isoformat()}"
+                )
             seen.add(data["effective_from"])
             content = orjson.dumps(data, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS, default=str)
         except RECORD_ERRORS as exc:  # orjson.JSONEncodeError is a TypeError
             result.reject(topic=TOPIC.name, source=kind, reason=str(exc), raw=raw, origin=origin)
             continue
         event_type = "org.mapping" if kind == "org" else "pricing.rates"
-        envelope = {"id": event_id(event_type, cluster, data["effective_from"], content), "source": kind,
-                    "type": event_type, "time": data["effective_from"], "cluster": cluster, "data": data}
+        envelope = {
+            "id": event_id(event_type, cluster, data["effective_from"], content),
+            "source": kind,
+            "type": event_type,
+            "time": data["effective_from"],
+            "cluster": cluster,
+            "data": data,
+        }
         result.add(envelope, topic=TOPIC.name, source=kind, raw=raw, origin=origin)
     return result
 
 
-def effective_from(value: Any) -> datetime:
-    """A YAML date (midnight UTC), datetime (naive = UTC) or ISO string."""
-    if isinstance(value, datetime):
-        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-    if isinstance(value, date):
-        return datetime(value.year, value.month, value.day, tzinfo=UTC)
-    if isinstance(value, str) and value.strip():
-        moment = parse_rfc3339(value)
-        if moment is not None:
-            return moment
-    raise ValueError(f"effective_from must be a date or timestamp, got {str(value)[:40]!r}")
-
-
 def org_data(version: dict[str, Any]) -> dict[str, Any]:
-    """One org version -> ``OrgMappingData`` fields; raises ValueError on a conflict or bad shape."""
-    unknown = set(version) - _ORG_KEYS
-    if unknown:
-        raise ValueError(f"unknown org key(s): {', '.join(sorted(map(str, unknown)))}")
+    """One org version -> ``OrgMappingData`` fields; raises ValidationError on a bad shape and
+    ValueError on a team under two business units."""
+    org = OrgVersion.model_validate(version)
     teams: dict[str, str] = {}
-    for unit, members in _mapping(version.get("business_units"), "business_units").items():
-        unit = _name(unit, "business unit name")
-        for team in _names(members, f"business_units.{unit}"):
+    for unit, members in org.business_units.items():
+        for team in members:
             _claim(teams, team, unit, "team", "business unit")
-    return {"effective_from": effective_from(version.get("effective_from")), "teams": teams,
-            "namespaces": _to_team(version.get("namespaces"), "namespaces"),
-            "accounts": _to_team(version.get("accounts"), "accounts")}
-
-
-def _to_team(value: Any, what: str) -> dict[str, str]:
-    """``{namespace or account: team}`` with both sides non-empty names."""
-    return {_name(key, f"{what} key"): _name(team, f"{what}.{key}") for key, team in _mapping(value, what).items()}
+    return {
+        "effective_from": org.effective_from,
+        "teams": teams,
+        "namespaces": dict(org.namespaces),
+        "accounts": dict(org.accounts),
+    }
 
 
 def pricing_data(version: dict[str, Any]) -> dict[str, Any]:
-    """One pricing version -> ``PricingData`` fields (the model validates rates and policy)."""
-    fields = {k: v for k, v in version.items() if k != "description"}
-    fields["effective_from"] = effective_from(fields.get("effective_from"))
-    rates = _mapping(fields.get("gpu_hourly"), "gpu_hourly")
-    if not rates:
-        raise ValueError("gpu_hourly must name at least one GPU model")
-    fields["gpu_hourly"] = {str(model): rate for model, rate in rates.items()}
-    return fields
+    """One pricing version -> ``PricingData`` fields; raises ValidationError on a bad one."""
+    return PricingVersion.model_validate(version).model_dump(exclude={"description"}, exclude_none=True)
 
 
 def _claim(table: dict[str, str], key: str, owner: str, what: str, owner_kind: str) -> None:
     if table.get(key, owner) != owner:
         raise ValueError(f"{what} {key!r} is in two {owner_kind}s: {table[key]!r} and {owner!r}")
     table[key] = owner
-
-
-def _mapping(value: Any, what: str) -> dict[Any, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise ValueError(f"{what} must be a mapping")
-    return value
-
-
-def _names(value: Any, what: str) -> list[str]:
-    if value is None:
-        return []
-    if isinstance(value, str):
-        value = [value]
-    if not isinstance(value, list):
-        raise ValueError(f"{what} must be a list of names")
-    return [_name(item, what) for item in value]
-
-
-def _name(value: Any, what: str) -> str:
-    if isinstance(value, bool) or not isinstance(value, str | int) or not str(value).strip():
-        raise ValueError(f"{what} must hold non-empty names, got {str(value)[:40]!r}")
-    return str(value).strip()

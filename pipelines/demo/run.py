@@ -92,7 +92,7 @@ def publish(
     settings: Settings, cfg: DemoConfig, sim_dir: Path, manifest: dict[str, Any], step: Step
 ) -> tuple[int, int]:
     """Parse every simulator file with the ingest parsers and publish it through the producer."""
-    from pipelines.cli.ingest_cmd import parse_manifest_entry
+    from pipelines.parsers.registry import parse_manifest_entry
     from pipelines.producer import EventProducer
 
     files = manifest["files"]

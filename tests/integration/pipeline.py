@@ -20,7 +20,7 @@ from kafka import KafkaConsumer
 from infra.kafka.broker import ensure_topics
 from infra.services import apply_migrations
 from pipelines import events as ev
-from pipelines.cli.ingest_cmd import parse_manifest_entry
+from pipelines.parsers.registry import parse_manifest_entry
 from pipelines.producer import EventProducer
 from pipelines.settings import Settings
 from pipelines.topics import SCHEDULER_ALLOCATIONS, physical_name

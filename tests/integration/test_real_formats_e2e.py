@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from pipelines.cli.ingest_cmd import Source, parse_file
+from pipelines.parsers.registry import Source, parse_file
 from pipelines.producer import EventProducer
 from pipelines.settings import Settings
 from sql.client import get_client

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.cli.ingest_cmd import Source, parse_file
+from pipelines.parsers.registry import Source, parse_file
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 GPULEDGER = [sys.executable, "-m", "pipelines.cli.main"]

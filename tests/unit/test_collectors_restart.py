@@ -108,9 +108,9 @@ def test_node_states_carry_the_node_gpu_count() -> None:
 
 
 def test_an_org_file_ingested_without_a_cluster_applies_to_every_cluster() -> None:
-    from pipelines.cli.ingest_cmd import Source, _default_cluster
     from pipelines.parsers.reference import ALL_CLUSTERS
+    from pipelines.parsers.registry import Source, default_cluster
 
-    assert _default_cluster(Source.org, "prod") == ALL_CLUSTERS
-    assert _default_cluster(Source.pricing, "prod") == "prod"
-    assert _default_cluster(Source.slurm, "prod") == "prod"
+    assert default_cluster(Source.org, "prod") == ALL_CLUSTERS
+    assert default_cluster(Source.pricing, "prod") == "prod"
+    assert default_cluster(Source.slurm, "prod") == "prod"

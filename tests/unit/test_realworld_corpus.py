@@ -18,8 +18,8 @@ from typing import Any, NamedTuple
 import pytest
 from typer.testing import CliRunner
 
-from pipelines.cli.ingest_cmd import Source, parse_file
 from pipelines.cli.main import app
+from pipelines.parsers.registry import Source, parse_file
 from tests.unit.realworld import REALWORLD, realworld_file
 
 AT = "--time 2026-11-10T01:00:00Z"
@@ -129,16 +129,16 @@ def test_directory_lookup_skips_with_a_reason(monkeypatch: pytest.MonkeyPatch, t
 
 
 def test_ingest_passes_the_hint_flags_to_the_parser(monkeypatch: pytest.MonkeyPatch) -> None:
-    from pipelines.cli import ingest_cmd
+    from pipelines.parsers import registry
 
     seen: dict[str, Any] = {}
-    real = ingest_cmd.PARSERS[Source.nccl]
+    real = registry.PARSERS[Source.nccl]
 
     def spy(data: bytes, **kwargs: Any) -> Any:
         seen.update(kwargs)
         return real(data, **kwargs)
 
-    monkeypatch.setitem(ingest_cmd.PARSERS, Source.nccl, spy)
+    monkeypatch.setitem(registry.PARSERS, Source.nccl, spy)
     path = realworld_file("nccl_all_reduce_a800_24ranks_12pods.log")
     argv = ["ingest", "nccl", "--file", str(path), "--dry-run", "--format", "json", *shlex.split(AT)]
     result = CliRunner().invoke(app, [*argv, "--collective", "all_reduce_perf", "--node", "n1"])

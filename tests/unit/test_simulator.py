@@ -401,7 +401,7 @@ def test_command_line_writes_the_files(tmp_path: Path, capsys: pytest.CaptureFix
 
 def test_time_sliced_pods_ask_for_plain_gpus_as_the_gpu_operator_ships_it(wide: SimulationResult) -> None:
     from pipelines import events as ev
-    from pipelines.cli.ingest_cmd import Source, parse_file
+    from pipelines.parsers.registry import Source, parse_file
 
     forms: dict[str, set[str]] = defaultdict(set)
     for line in wide.path("kubernetes/pods.watch.jsonl").read_text().splitlines():

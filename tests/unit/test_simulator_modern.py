@@ -315,7 +315,7 @@ def test_cost_truth_conserves_the_cluster_cost_with_shared_gpus(modern: Simulati
 
 
 def test_todays_parsers_read_every_listed_file_with_only_the_planted_dead_letters(modern: SimulationResult) -> None:
-    from pipelines.cli.ingest_cmd import parse_manifest_entry
+    from pipelines.parsers.registry import parse_manifest_entry
 
     for entry in modern.manifest["files"]:
         result = parse_manifest_entry(modern.out_dir, entry, "sim")

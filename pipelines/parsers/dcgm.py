@@ -1,7 +1,8 @@
 """dcgm-exporter metrics → ``gpu.sample`` events (source ``dcgm``, topic ``gpu.metrics``).
 
-One event per (node, sample time) carries every GPU and MIG instance of that node as
-:class:`~pipelines.events.GpuSample` entries. Id: ``event_id("gpu.sample", cluster, node, time)``;
+One event per (node, sample time) carries every GPU and MIG instance of that node, as columns
+(``gpu.sample`` schema version 2, :mod:`pipelines.gpu_columns`; ``data.gpus`` reads them as
+:class:`~pipelines.events.GpuSample` rows). Id: ``event_id("gpu.sample", cluster, node, time)``;
 event time: the sample time (UTC).
 
 Inputs: dcgm-exporter exposition text (one scrape, or many concatenated scrapes with
@@ -62,7 +63,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from pipelines.events import event_id, mig_fraction
+from pipelines.events import InvalidEvent, event_id, mig_fraction
+from pipelines.gpu_columns import FIELDS as FIELD_NAMES
+from pipelines.gpu_columns import GpuColumns, columns_event
 from pipelines.parsers import prom
 from pipelines.parsers.base import NotThisFormat, ParseResult
 from pipelines.parsers.dcgm_labels import k8s_mapping, node_of
@@ -169,9 +172,6 @@ class _Gpu:
     described_by: set[int] = field(default_factory=set)  # ids of the series whose labels were put
     holders: list[str] = field(default_factory=list)  # every namespace/pod the copies of the device name
 
-    def sample(self) -> dict[str, Any]:
-        return {**self.values, "holders": self.holders} if len(self.holders) > 1 else self.values
-
     def put(self, key: str, value: Any) -> None:
         if value is not None and self.values.get(key) is None:
             self.values[key] = value
@@ -217,16 +217,24 @@ def _build(
     for (host, time), group in sorted(groups.items()):
         step = steps[host]
         gpus = sorted(group.gpus.values(), key=_gpu_order)
-        obj = {
-            "id": event_id("gpu.sample", cluster, host, time),
-            "source": SOURCE,
-            "type": "gpu.sample",
-            "time": time,
-            "cluster": cluster,
-            "data": {"node": host, "interval_s": step, "gpus": [g.sample() for g in gpus]},
-        }
-        result.add(obj, topic=TOPIC, source=SOURCE, raw="\n".join(group.raw), origin=origin)
+        columns = {name: [g.values.get(name) for g in gpus] for name in COLUMNS}
+        columns["holders"] = [g.holders if len(g.holders) > 1 else [] for g in gpus]
+        try:
+            result.events.append(
+                columns_event(
+                    id=event_id("gpu.sample", cluster, host, time),
+                    source=SOURCE,
+                    time=time,
+                    cluster=cluster,
+                    data=GpuColumns(host, step, columns),
+                )
+            )
+        except InvalidEvent as exc:
+            result.reject(topic=TOPIC, source=SOURCE, reason=str(exc), raw="\n".join(group.raw), origin=origin)
     return result
+
+
+COLUMNS = tuple(name for name in FIELD_NAMES if name != "holders")
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from itertools import chain
 from typing import Any, Literal, cast, get_args
 
 import orjson
@@ -37,6 +38,7 @@ RATIOS = ("gr_engine_active", "gpu_util", "sm_active", "tensor_active", "dram_ac
 NON_NEGATIVE = ("fb_used_mib", "fb_free_mib", "power_w", "energy_mj")
 FLOATS = (*RATIOS, *NON_NEGATIVE, "temperature_c")
 INTS = {"index": 65535, "mig_instance": 255, "xid": 65535}  # upper bounds: the gpu_samples column types
+assert INTS["index"] == INTS["xid"]  # checked as one group
 STRINGS = ("model", "mig_profile", "namespace", "pod", "container", "hpc_job")
 FIELDS = (
     "uuid",
@@ -54,6 +56,7 @@ FIELDS = (
     "holders",
 )  # GpuSample's field order
 _ENVELOPE = frozenset({"id", "source", "type", "schema_version", "time", "cluster", "data"})
+_ARRAYS = frozenset(FIELDS)
 _DATA = frozenset({"node", "interval_s", *FIELDS})
 _SOURCES = frozenset(get_args(Source))
 _HUGE = 1.7e308  # finite: no JSON number beyond it
@@ -65,7 +68,8 @@ _STR_OR_NULL: frozenset[type] = frozenset({str, type(None)})
 
 @dataclass(frozen=True, slots=True)
 class GpuColumns:
-    """The GPUs of one node scrape as columns: every name of :data:`FIELDS` → a list of n values."""
+    """The GPUs of one node scrape as columns: names of :data:`FIELDS` → lists of n values; a field
+    left out has every value missing (:meth:`column` fills it in)."""
 
     node: str
     interval_s: float | None
@@ -75,26 +79,32 @@ class GpuColumns:
     def n(self) -> int:
         return len(self.columns["uuid"])
 
+    def column(self, name: str) -> list[Any]:
+        values = self.columns.get(name)
+        if values is not None:
+            return values
+        return [[] for _ in range(self.n)] if name == "holders" else [None] * self.n
+
     @property
     def gpus(self) -> list[GpuSample]:
         """The rows as :class:`GpuSample` (for readers and tests; the hot path reads the columns)."""
-        cols = self.columns
-        return [GpuSample.model_validate({f: cols[f][i] for f in FIELDS}) for i in range(self.n)]
+        cols = [(name, self.column(name)) for name in FIELDS]
+        return [GpuSample.model_validate({name: values[i] for name, values in cols}) for i in range(self.n)]
 
     def wire(self) -> dict[str, Any]:
         """The ``data`` object on the wire: fields whose every value is missing are left out."""
         out: dict[str, Any] = {"node": self.node, "interval_s": self.interval_s}
-        for name in FIELDS:
-            values = self.columns[name]
-            if name == "uuid" or any(v is not None and v != [] for v in values):
+        for name in FIELDS:  # one order, whatever built the columns
+            values = self.columns.get(name)
+            if values is not None and (name == "uuid" or any(v is not None and v != [] for v in values)):
                 out[name] = values
         return out
 
     @classmethod
     def from_samples(cls, data: GpuMetricsData) -> GpuColumns:
         """A version 1 message's GPUs as columns."""
-        rows = [g.model_dump() for g in data.gpus]
-        return cls(data.node, data.interval_s, {f: [r[f] for r in rows] for f in FIELDS})
+        gpus = data.gpus
+        return cls(data.node, data.interval_s, {f: [getattr(g, f) for g in gpus] for f in FIELDS})
 
 
 class GpuColumnsEvent(GpuMetricsEvent):
@@ -122,7 +132,7 @@ class GpuColumnsEvent(GpuMetricsEvent):
 def columns_event(*, id: str, source: str, time: datetime, cluster: str, data: GpuColumns) -> GpuColumnsEvent:
     """A version 2 event from columns already in memory, checked as a decoded message is."""
     check_columns(data.node, data.interval_s, data.columns)
-    return _event(id, source, time, cluster, data)
+    return build_event(id, source, time, cluster, data)
 
 
 def from_v1(event: GpuMetricsEvent) -> GpuColumnsEvent:
@@ -159,20 +169,17 @@ def decode_columns(obj: dict[str, Any]) -> GpuColumnsEvent:
     extra = data.keys() - _DATA
     if extra:
         raise InvalidEvent(f"data.{sorted(extra)[0]}: extra inputs are not permitted")
-    uuid = data.get("uuid")
-    if not isinstance(uuid, list):
+    if not isinstance(data.get("uuid"), list):
         raise InvalidEvent("data.uuid: an array of strings is required")
-    n = len(uuid)
-    columns = {name: data[name] if name in data else [None] * n for name in FIELDS}
-    if "holders" not in data:
-        columns["holders"] = [[] for _ in range(n)]
+    columns = {name: values for name, values in data.items() if name in _ARRAYS}
     node, interval_s = data.get("node"), data.get("interval_s")
     check_columns(node, interval_s, columns)
     data_ = GpuColumns(cast(str, node), float(interval_s) if interval_s else None, columns)
-    return _event(id_, cast(str, source), time, cluster, data_)
+    return build_event(id_, cast(str, source), time, cluster, data_)
 
 
-def _event(id_: str, source: str, time: datetime, cluster: str, data: GpuColumns) -> GpuColumnsEvent:
+def build_event(id_: str, source: str, time: datetime, cluster: str, data: GpuColumns) -> GpuColumnsEvent:
+    """The event of columns whose every value is already checked (a parser's vectorised checks)."""
     return GpuColumnsEvent.model_construct(
         id=id_, source=source, type="gpu.sample", schema_version=COLUMNS_VERSION, time=time, cluster=cluster, data=data
     )
@@ -190,41 +197,57 @@ def _time(value: Any) -> datetime:
     return parsed.astimezone(UTC)
 
 
+# the value checks, by group: (fields, value types, lowest, highest, what a value must be)
+_CHECKS: tuple[tuple[tuple[str, ...], frozenset[type], float, float, str], ...] = (
+    (RATIOS, _NUMBER_OR_NULL, 0.0, 1.0, "a number"),
+    (NON_NEGATIVE, _NUMBER_OR_NULL, 0.0, _HUGE, "a number"),
+    (("temperature_c",), _NUMBER_OR_NULL, -_HUGE, _HUGE, "a number"),
+    (("index", "xid"), _INT_OR_NULL, 0, INTS["xid"], "an integer"),
+    (("mig_instance",), _INT_OR_NULL, 0, INTS["mig_instance"], "an integer"),
+)
+
+
 def check_columns(node: Any, interval_s: Any, columns: dict[str, list[Any]]) -> None:
-    """Every array of one message: lengths, types, ranges; raises :class:`InvalidEvent`."""
+    """Every array of one message: lengths, types, ranges; raises :class:`InvalidEvent`.
+
+    Fields of one kind are checked together (one type set, one min and max); only a message that
+    fails is looked at field by field, for the reason."""
     if not isinstance(node, str) or not node:
         raise InvalidEvent("data.node: a non-empty string is required")
     if interval_s is not None and (type(interval_s) not in _NUMBER or not 0 < interval_s < 1e9):
         raise InvalidEvent("data.interval_s: a positive number or null is required")
-    uuid = columns["uuid"]
-    n = len(uuid)
-    for name in FIELDS:
-        values = columns[name]
+    n = len(columns["uuid"])
+    for name, values in columns.items():
         if type(values) is not list or len(values) != n:
             raise InvalidEvent(f"data.{name}: an array of {n} values (one per uuid) is required")
-    if n and set(map(type, uuid)) != {str}:
+    if n and set(map(type, columns["uuid"])) != {str}:
         raise InvalidEvent("data.uuid: every value must be a string")
-    for name in STRINGS:
-        if not set(map(type, columns[name])) <= _STR_OR_NULL:
-            raise InvalidEvent(f"data.{name}: every value must be a string or null")
-    for name, top in INTS.items():
-        _bounded(name, columns[name], _INT_OR_NULL, 0, top, "an integer")
-    for name in RATIOS:
-        _bounded(name, columns[name], _NUMBER_OR_NULL, 0.0, 1.0, "a number")
-    for name in NON_NEGATIVE:
-        _bounded(name, columns[name], _NUMBER_OR_NULL, 0.0, _HUGE, "a number")
-    _bounded("temperature_c", columns["temperature_c"], _NUMBER_OR_NULL, -_HUGE, _HUGE, "a number")
-    holders = columns["holders"]
+    if not set(chain.from_iterable(map(type, columns[f]) for f in STRINGS if f in columns)) <= _STR_OR_NULL:
+        name = next(f for f in STRINGS if f in columns and not set(map(type, columns[f])) <= _STR_OR_NULL)
+        raise InvalidEvent(f"data.{name}: every value must be a string or null")
+    for fields, types, low, high, what in _CHECKS:
+        present = [columns[f] for f in fields if f in columns]
+        if present and not _within([v for vs in present for v in vs], types, low, high):
+            for name in fields:
+                if name in columns:
+                    _bounded(name, columns[name], types, low, high, what)
+    holders = columns.get("holders", ())
     if set(map(type, holders)) - {list} or any(h and set(map(type, h)) - {str} for h in holders):
         raise InvalidEvent("data.holders: every value must be an array of strings")
 
 
-def _bounded(name: str, values: list[Any], types: frozenset[type], low: float, high: float, what: str) -> None:
+def _within(values: list[Any], types: frozenset[type], low: float, high: float) -> bool:
     kinds = set(map(type, values))
     if not kinds <= types:
-        raise InvalidEvent(f"data.{name}: every value must be {what} or null")
+        return False
     present = [v for v in values if v is not None] if type(None) in kinds else values
-    if present and not (low <= min(present) and max(present) <= high):
-        bad = next(v for v in present if not low <= v <= high)
+    return not present or (low <= min(present) and max(present) <= high)
+
+
+def _bounded(name: str, values: list[Any], types: frozenset[type], low: float, high: float, what: str) -> None:
+    if not set(map(type, values)) <= types:
+        raise InvalidEvent(f"data.{name}: every value must be {what} or null")
+    bad = next((v for v in values if v is not None and not low <= v <= high), None)
+    if bad is not None:
         where = f"below {low:g}" if bad < low else f"above {high:g}" if bad > high else "not a number"
         raise InvalidEvent(f"data.{name}: {bad!r} is {where}")

@@ -66,7 +66,7 @@ from typing import Any
 from pipelines.events import InvalidEvent, event_id, mig_fraction
 from pipelines.gpu_columns import FIELDS as FIELD_NAMES
 from pipelines.gpu_columns import GpuColumns, columns_event
-from pipelines.parsers import prom
+from pipelines.parsers import dcgm_matrix, prom
 from pipelines.parsers.base import NotThisFormat, ParseResult
 from pipelines.parsers.dcgm_labels import k8s_mapping, node_of
 from pipelines.topics import GPU_METRICS
@@ -142,7 +142,22 @@ def parse_exposition(
 def parse_query_range(
     answer: object, *, cluster: str, interval_s: float | None = None, origin: str | None = None, node: str | None = None
 ) -> ParseResult:
-    """A Prometheus ``query_range`` (matrix) or ``query`` (vector) answer of dcgm-exporter series."""
+    """A Prometheus ``query_range`` (matrix) or ``query`` (vector) answer of dcgm-exporter series.
+
+    A clean matrix answer in bytes or text takes the columnar path (:mod:`pipelines.parsers.dcgm_matrix`);
+    any other answer, or one with a record that needs a reason, is read record by record."""
+    if isinstance(answer, bytes | str):
+        fast = dcgm_matrix.read(
+            answer,
+            cluster=cluster,
+            node=node,
+            interval_s=_interval(interval_s),
+            fields=FIELDS,
+            describe=_series,
+            blank=_is_blank,
+        )
+        if fast is not None:
+            return fast
     reading = prom.read_api_answer(answer)
     ours = [s for s in reading.samples if s.name in FIELDS]
     if reading.samples and not any(s.name.startswith("DCGM_FI_") for s in reading.samples):
@@ -218,7 +233,8 @@ def _build(
         step = steps[host]
         gpus = sorted(group.gpus.values(), key=_gpu_order)
         columns = {name: [g.values.get(name) for g in gpus] for name in COLUMNS}
-        columns["holders"] = [g.holders if len(g.holders) > 1 else [] for g in gpus]
+        if any(len(g.holders) > 1 for g in gpus):
+            columns["holders"] = [g.holders if len(g.holders) > 1 else [] for g in gpus]
         try:
             result.events.append(
                 columns_event(

@@ -50,10 +50,11 @@ def samples_table(events: Sequence[ev.GpuMetricsEvent]) -> pa.Table:
     data: dict[str, list[Any]] = {name: [] for name in _READ}
     counts: list[int] = []
     for e in events:
-        cols = columns_of(e).columns
+        cols = columns_of(e)
+        n = cols.n
         for name in _READ:
-            data[name] += cols[name]
-        counts.append(len(cols["uuid"]))
+            data[name] += cols.columns.get(name) or [None] * n
+        counts.append(n)
     take = pa.array(np.repeat(np.arange(len(events), dtype=np.int64), counts))
 
     def each(values: list[Any], kind: pa.DataType) -> pa.Array:

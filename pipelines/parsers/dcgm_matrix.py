@@ -1,0 +1,226 @@
+"""The fast path of :func:`pipelines.parsers.dcgm.parse_query_range`: a clean ``query_range`` answer → columns.
+
+A Prometheus ``matrix`` answer is decoded once with orjson; each series' points become two numpy
+arrays (times, values) checked and converted as a whole (the rules of :func:`dcgm.convert`), and
+each node's series are laid into one (time × GPU) matrix per field. Events are rows of those
+matrices: no object per sample or per point, and raw text is never built.
+
+It takes only answers where nothing needs a reason: every series placeable, every point a
+``[number, "float"]`` pair with a time in range, every value within its field's range, no repeated
+time in a series, and at most one label set describing a GPU at a time (no device shared by
+several pods, no changing labels at the same instant). For anything else it returns ``None`` and
+the record-by-record path runs, which dead-letters exactly what is wrong.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+
+from pipelines.events import event_id
+from pipelines.gpu_columns import INTS, GpuColumns, build_event
+from pipelines.parsers.base import ParseResult
+
+Array = np.ndarray[Any, np.dtype[Any]]
+_FLOATS = re.compile(r"(?:[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|[Ii]nf|NaN|nan)(?:\n|\Z))*")
+_MIN_S, _MAX_S = -62135596800.0, 253402300799.0  # what datetime holds (years 1 to 9999)
+_META = ("index", "model", "mig_profile", "namespace", "pod", "container", "hpc_job")
+
+
+@dataclass
+class _Node:
+    gpus: dict[tuple[str, int | None], int] = field(default_factory=dict)  # (uuid, GPU_I_ID) -> column
+    series: list[tuple[int, Any, str, Array, Array]] = field(default_factory=list)  # gpu, info, field, t, v
+
+
+def read(
+    answer: bytes | str,
+    *,
+    cluster: str,
+    node: str | None,
+    interval_s: float | None,
+    fields: dict[str, tuple[str, str]],
+    describe: Callable[[dict[str, str], str | None], Any],
+    blank: Callable[[str, float], bool],
+) -> ParseResult | None:
+    """Events of a clean matrix answer, or ``None`` (let the record-by-record path read it)."""
+    import orjson
+
+    try:
+        obj = orjson.loads(answer)
+    except orjson.JSONDecodeError:
+        return None
+    data = obj.get("data") if isinstance(obj, dict) and obj.get("status") == "success" else None
+    if not isinstance(data, dict) or data.get("resultType") != "matrix" or not isinstance(data.get("result"), list):
+        return None
+    nodes: dict[str, _Node] = {}
+    infos: dict[tuple[tuple[str, str], ...], Any] = {}
+    for series in data["result"]:
+        if not _add(series, nodes, infos, node, fields, describe, blank):
+            return None
+    if not any(n.series for n in nodes.values()):
+        return None
+    result = ParseResult()
+    for host in sorted(nodes):
+        events = _events(host, nodes[host], cluster, interval_s, fields)
+        if events is None:
+            return None
+        result.events.extend(events)
+    return result
+
+
+def _add(
+    series: Any,
+    nodes: dict[str, _Node],
+    infos: dict[tuple[tuple[str, str], ...], Any],
+    hint: str | None,
+    fields: dict[str, tuple[str, str]],
+    describe: Callable[..., Any],
+    blank: Callable[[str, float], bool],
+) -> bool:
+    metric = series.get("metric") if isinstance(series, dict) else None
+    points = series.get("values") if isinstance(series, dict) else None
+    if not isinstance(metric, dict) or not isinstance(points, list) or not points:
+        return False
+    if set(map(type, points)) != {list} or set(map(len, points)) != {2}:
+        return False
+    ts, vs = zip(*points, strict=True)
+    if not set(map(type, ts)) <= {int, float} or set(map(type, vs)) != {str} or not _FLOATS.fullmatch("\n".join(vs)):
+        return False
+    times = np.array(ts, dtype=np.float64)
+    if not (np.isfinite(times).all() and times.min() >= _MIN_S and times.max() <= _MAX_S):
+        return False
+    if set(map(type, metric.values())) - {str}:
+        return False
+    name = metric.get("__name__", "")
+    if name not in fields:
+        return True  # a well-formed series of no interest
+    labels = tuple(sorted((k, v) for k, v in metric.items() if k != "__name__"))
+    info = infos.get(labels)
+    if info is None:
+        info = infos[labels] = describe(dict(labels), hint)
+    if isinstance(info, str):
+        return False  # cannot be placed: the slow path says why
+    key, kind = fields[name]
+    try:
+        raw = np.array(vs, dtype=np.float64)
+    except ValueError:
+        return False
+    values = _convert(kind, raw, blank)
+    if values is None or len(np.unique(times)) != len(times):
+        return False
+    place = nodes.setdefault(info.host, _Node())
+    gpu = place.gpus.setdefault((info.uuid, info.gi), len(place.gpus))
+    place.series.append((gpu, info, key, times, values))
+    return True
+
+
+def _convert(kind: str, v: Array, blank: Callable[[str, float], bool]) -> Array | None:
+    """:func:`dcgm.convert` over an array: NaN for missing, ``None`` when any value needs a reason."""
+    missing = np.isnan(v)
+    if np.isinf(v).any():
+        return None
+    finite = ~missing
+    blanks = np.zeros(len(v), dtype=bool)
+    candidates = finite & (v >= 2147483632.0)
+    for i in np.flatnonzero(candidates):
+        blanks[i] = blank(kind, float(v[i]))
+    ok = finite & ~blanks
+    x = v[ok]
+    if kind in ("ratio", "percent"):
+        top = 1.0 if kind == "ratio" else 100.0
+        if ((x < -1e-9) | (x > top * (1 + 1e-9))).any():
+            return None
+        x = np.clip(x / top, 0.0, 1.0)
+    elif kind in ("nonneg", "counter"):
+        if (x < 0).any():
+            return None
+    elif kind == "temp":
+        if ((x < -50.0) | (x > 200.0)).any():
+            return None
+    elif ((x != np.floor(x)) | (x < 0) | (x > INTS["xid"])).any():
+        return None
+    out = np.full(len(v), np.nan)
+    out[ok] = x
+    return out
+
+
+def _events(
+    host: str, node: _Node, cluster: str, interval_s: float | None, fields: dict[str, tuple[str, str]]
+) -> list[Any] | None:
+    times = np.unique(np.concatenate([s[3] for s in node.series]))
+    n_t, n_g = len(times), len(node.gpus)
+    present = np.zeros((n_t, n_g), dtype=bool)
+    described = np.full((n_t, n_g), -1, dtype=np.int64)  # which label set describes each cell
+    infos: list[Any] = []
+    info_ids: dict[int, int] = {}
+    matrices: dict[str, Array] = {}
+    for gpu, info, key, t, v in node.series:
+        rows = np.searchsorted(times, t)
+        present[rows, gpu] = True
+        ident = info_ids.setdefault(id(info), len(infos))
+        if ident == len(infos):
+            infos.append(info)
+        cells = described[rows, gpu]
+        if ((cells != -1) & (cells != ident)).any():
+            return None  # two label sets at once (a shared device, a label change): the slow path merges
+        described[rows, gpu] = ident
+        m = matrices.setdefault(key, np.full((n_t, n_g), np.nan))
+        empty = np.isnan(m[rows, gpu])
+        m[rows[empty], gpu] = v[empty]  # the first value given wins
+    step = interval_s or _min_step(times)
+    stamps = [datetime.fromtimestamp(float(s), UTC) for s in times]  # in range: checked in _add
+    columns_of = {key: _objects(m, key == "xid") for key, m in matrices.items()}
+    keys = sorted(node.gpus, key=lambda k: node.gpus[k])
+    out = []
+    for row in range(n_t):
+        cols = np.flatnonzero(present[row])
+        if not len(cols):
+            continue
+        metas = [infos[i].meta for i in described[row, cols]]
+        order = sorted(range(len(cols)), key=lambda j: _order(metas[j], keys[cols[j]]))
+        picked = cols[order]
+        columns: dict[str, list[Any]] = {
+            "uuid": [keys[c][0] for c in picked],
+            "mig_instance": [keys[c][1] for c in picked],
+        }
+        for name in _META:
+            columns[name] = [metas[j][name] for j in order]
+        for key, objs in columns_of.items():
+            columns[key] = objs[row, picked].tolist()
+        when = stamps[row]
+        out.append(
+            build_event(
+                event_id("gpu.sample", cluster, host, when),
+                "dcgm",
+                when,
+                cluster,
+                GpuColumns(host, step, columns),
+            )
+        )
+    return out
+
+
+def _objects(m: Array, integral: bool) -> Array:
+    """A float matrix as Python values (``int`` for XIDs), ``None`` where missing."""
+    missing = np.isnan(m)
+    objs = np.where(missing, 0, m).astype(np.int64).astype(object) if integral else m.astype(object)
+    objs[missing] = None
+    return objs
+
+
+def _order(meta: dict[str, Any], key: tuple[str, int | None]) -> tuple[int, str, int]:
+    index = meta["index"]
+    return (index if index is not None else 1 << 30, key[0], -1 if key[1] is None else key[1])
+
+
+def _min_step(times: Array) -> float | None:
+    gaps = np.diff(times)
+    gaps = gaps[gaps > 0]
+    return float(gaps.min()) if len(gaps) and math.isfinite(gaps.min()) else None

@@ -96,7 +96,7 @@ class GpuColumns:
         out: dict[str, Any] = {"node": self.node, "interval_s": self.interval_s}
         for name in FIELDS:  # one order, whatever built the columns
             values = self.columns.get(name)
-            if values is not None and (name == "uuid" or any(v is not None and v != [] for v in values)):
+            if values is not None and (name == "uuid" or values.count([] if name == "holders" else None) < len(values)):
                 out[name] = values
         return out
 

@@ -178,33 +178,34 @@ def _events(
     stamps = [datetime.fromtimestamp(float(s), UTC) for s in times]  # in range: checked in _add
     columns_of = {key: _objects(m, key == "xid") for key, m in matrices.items()}
     keys = sorted(node.gpus, key=lambda k: node.gpus[k])
-    out = []
+    layouts: dict[tuple[bytes, bytes], list[int]] = {}  # rows with the same GPUs, described the same way
     for row in range(n_t):
-        cols = np.flatnonzero(present[row])
-        if not len(cols):
-            continue
-        metas = [infos[i].meta for i in described[row, cols]]
+        here = np.flatnonzero(present[row])
+        if len(here):
+            layouts.setdefault((here.tobytes(), described[row, here].tobytes()), []).append(row)
+    out: list[tuple[int, Any]] = []
+    for rows in layouts.values():
+        cols = np.flatnonzero(present[rows[0]])
+        metas = [infos[i].meta for i in described[rows[0], cols]]
         order = sorted(range(len(cols)), key=lambda j: _order(metas[j], keys[cols[j]]))
         picked = cols[order]
-        columns: dict[str, list[Any]] = {
+        shared: dict[str, list[Any]] = {
             "uuid": [keys[c][0] for c in picked],
             "mig_instance": [keys[c][1] for c in picked],
         }
         for name in _META:
-            columns[name] = [metas[j][name] for j in order]
-        for key, objs in columns_of.items():
-            columns[key] = objs[row, picked].tolist()
-        when = stamps[row]
-        out.append(
-            build_event(
-                event_id("gpu.sample", cluster, host, when),
-                "dcgm",
-                when,
-                cluster,
-                GpuColumns(host, step, columns),
+            shared[name] = [metas[j][name] for j in order]
+        cells = np.ix_(rows, picked)
+        values = {key: objs[cells].tolist() for key, objs in columns_of.items()}
+        for i, row in enumerate(rows):
+            when = stamps[row]
+            columns = {**shared, **{key: per_row[i] for key, per_row in values.items()}}
+            event = build_event(
+                event_id("gpu.sample", cluster, host, when), "dcgm", when, cluster, GpuColumns(host, step, columns)
             )
-        )
-    return out
+            out.append((row, event))
+    out.sort(key=lambda pair: pair[0])
+    return [event for _, event in out]
 
 
 def _objects(m: Array, integral: bool) -> Array:

@@ -39,6 +39,65 @@ class _Node:
     series: list[tuple[int, Any, str, Array, Array]] = field(default_factory=list)  # gpu, info, field, t, v
 
 
+@dataclass
+class Layout:
+    """Series of one input laid out per node: :meth:`place` each series, then :meth:`result`."""
+
+    hint: str | None  # the caller's node name
+    fields: dict[str, tuple[str, str]]  # metric -> (field, kind), dcgm.FIELDS
+    describe: Callable[[dict[str, str], str | None], Any]  # labels -> dcgm._Series, or why not placeable
+    blank: Callable[[str, float], bool]
+    nodes: dict[str, _Node] = field(default_factory=dict)
+    infos: dict[tuple[tuple[str, str], ...], Any] = field(default_factory=dict)
+
+    def place(self, name: str, labels: tuple[tuple[str, str], ...], times: Array, values: list[str]) -> bool:
+        """One series (labels sorted, without ``__name__``) whose values matched the float syntax;
+        False when anything about it needs a reason."""
+        if name not in self.fields:
+            return True  # a well-formed series of no interest
+        info = self.infos.get(labels)
+        if info is None:
+            info = self.infos[labels] = self.describe(dict(labels), self.hint)
+        if isinstance(info, str):
+            return False  # cannot be placed: the slow path says why
+        key, kind = self.fields[name]
+        try:
+            converted = _convert(kind, np.array(values, dtype=np.float64), self.blank)
+        except ValueError:
+            return False
+        if converted is None or len(np.unique(times)) != len(times):
+            return False
+        place = self.nodes.setdefault(info.host, _Node())
+        gpu = place.gpus.setdefault((info.uuid, info.gi), len(place.gpus))
+        place.series.append((gpu, info, key, times, converted))
+        return True
+
+    def result(self, cluster: str, interval_s: float | None, stamp: Callable[[float], datetime]) -> ParseResult | None:
+        """The events, node by node and time by time; ``stamp`` turns a time of the series into the event time."""
+        if not any(n.series for n in self.nodes.values()):
+            return None
+        result = ParseResult()
+        for host in sorted(self.nodes):
+            events = _events(host, self.nodes[host], cluster, interval_s, stamp)
+            if events is None:
+                return None
+            result.events.extend(events)
+        return result
+
+
+def unix_stamp(seconds: float) -> datetime:
+    return datetime.fromtimestamp(seconds, UTC)  # in range: checked before
+
+
+def valid_times(times: Array) -> bool:
+    return bool(np.isfinite(times).all() and times.min() >= _MIN_S and times.max() <= _MAX_S)
+
+
+def floats(values: list[str] | tuple[str, ...]) -> bool:
+    """Every value has the syntax of a Prometheus float."""
+    return _FLOATS.fullmatch("\n".join(values)) is not None
+
+
 def read(
     answer: bytes | str,
     *,
@@ -59,31 +118,13 @@ def read(
     data = obj.get("data") if isinstance(obj, dict) and obj.get("status") == "success" else None
     if not isinstance(data, dict) or data.get("resultType") != "matrix" or not isinstance(data.get("result"), list):
         return None
-    nodes: dict[str, _Node] = {}
-    infos: dict[tuple[tuple[str, str], ...], Any] = {}
-    for series in data["result"]:
-        if not _add(series, nodes, infos, node, fields, describe, blank):
-            return None
-    if not any(n.series for n in nodes.values()):
+    layout = Layout(node, fields, describe, blank)
+    if not all(_add(series, layout) for series in data["result"]):
         return None
-    result = ParseResult()
-    for host in sorted(nodes):
-        events = _events(host, nodes[host], cluster, interval_s, fields)
-        if events is None:
-            return None
-        result.events.extend(events)
-    return result
+    return layout.result(cluster, interval_s, unix_stamp)
 
 
-def _add(
-    series: Any,
-    nodes: dict[str, _Node],
-    infos: dict[tuple[tuple[str, str], ...], Any],
-    hint: str | None,
-    fields: dict[str, tuple[str, str]],
-    describe: Callable[..., Any],
-    blank: Callable[[str, float], bool],
-) -> bool:
+def _add(series: Any, layout: Layout) -> bool:
     metric = series.get("metric") if isinstance(series, dict) else None
     points = series.get("values") if isinstance(series, dict) else None
     if not isinstance(metric, dict) or not isinstance(points, list) or not points:
@@ -91,34 +132,13 @@ def _add(
     if set(map(type, points)) != {list} or set(map(len, points)) != {2}:
         return False
     ts, vs = zip(*points, strict=True)
-    if not set(map(type, ts)) <= {int, float} or set(map(type, vs)) != {str} or not _FLOATS.fullmatch("\n".join(vs)):
+    if not set(map(type, ts)) <= {int, float} or set(map(type, vs)) != {str} or not floats(vs):
         return False
     times = np.array(ts, dtype=np.float64)
-    if not (np.isfinite(times).all() and times.min() >= _MIN_S and times.max() <= _MAX_S):
+    if not valid_times(times) or set(map(type, metric.values())) - {str}:
         return False
-    if set(map(type, metric.values())) - {str}:
-        return False
-    name = metric.get("__name__", "")
-    if name not in fields:
-        return True  # a well-formed series of no interest
     labels = tuple(sorted((k, v) for k, v in metric.items() if k != "__name__"))
-    info = infos.get(labels)
-    if info is None:
-        info = infos[labels] = describe(dict(labels), hint)
-    if isinstance(info, str):
-        return False  # cannot be placed: the slow path says why
-    key, kind = fields[name]
-    try:
-        raw = np.array(vs, dtype=np.float64)
-    except ValueError:
-        return False
-    values = _convert(kind, raw, blank)
-    if values is None or len(np.unique(times)) != len(times):
-        return False
-    place = nodes.setdefault(info.host, _Node())
-    gpu = place.gpus.setdefault((info.uuid, info.gi), len(place.gpus))
-    place.series.append((gpu, info, key, times, values))
-    return True
+    return layout.place(metric.get("__name__", ""), labels, times, list(vs))
 
 
 def _convert(kind: str, v: Array, blank: Callable[[str, float], bool]) -> Array | None:
@@ -152,7 +172,7 @@ def _convert(kind: str, v: Array, blank: Callable[[str, float], bool]) -> Array 
 
 
 def _events(
-    host: str, node: _Node, cluster: str, interval_s: float | None, fields: dict[str, tuple[str, str]]
+    host: str, node: _Node, cluster: str, interval_s: float | None, stamp: Callable[[float], datetime]
 ) -> list[Any] | None:
     times = np.unique(np.concatenate([s[3] for s in node.series]))
     n_t, n_g = len(times), len(node.gpus)
@@ -175,7 +195,7 @@ def _events(
         empty = np.isnan(m[rows, gpu])
         m[rows[empty], gpu] = v[empty]  # the first value given wins
     step = interval_s or _min_step(times)
-    stamps = [datetime.fromtimestamp(float(s), UTC) for s in times]  # in range: checked in _add
+    stamps = [stamp(float(s)) for s in times]
     columns_of = {key: _objects(m, key == "xid") for key, m in matrices.items()}
     keys = sorted(node.gpus, key=lambda k: node.gpus[k])
     layouts: dict[tuple[bytes, bytes], list[int]] = {}  # rows with the same GPUs, described the same way
@@ -184,9 +204,9 @@ def _events(
         if len(here):
             layouts.setdefault((here.tobytes(), described[row, here].tobytes()), []).append(row)
     out: list[tuple[int, Any]] = []
-    for rows in layouts.values():
-        cols = np.flatnonzero(present[rows[0]])
-        metas = [infos[i].meta for i in described[rows[0], cols]]
+    for group in layouts.values():
+        cols = np.flatnonzero(present[group[0]])
+        metas = [infos[i].meta for i in described[group[0], cols]]
         order = sorted(range(len(cols)), key=lambda j: _order(metas[j], keys[cols[j]]))
         picked = cols[order]
         shared: dict[str, list[Any]] = {
@@ -195,9 +215,9 @@ def _events(
         }
         for name in _META:
             shared[name] = [metas[j][name] for j in order]
-        cells = np.ix_(rows, picked)
+        cells = np.ix_(np.array(group), picked)
         values = {key: objs[cells].tolist() for key, objs in columns_of.items()}
-        for i, row in enumerate(rows):
+        for i, row in enumerate(group):
             when = stamps[row]
             columns = {**shared, **{key: per_row[i] for key, per_row in values.items()}}
             event = build_event(

@@ -66,7 +66,7 @@ from typing import Any
 from pipelines.events import InvalidEvent, event_id, mig_fraction
 from pipelines.gpu_columns import FIELDS as FIELD_NAMES
 from pipelines.gpu_columns import GpuColumns, columns_event
-from pipelines.parsers import dcgm_matrix, prom
+from pipelines.parsers import dcgm_matrix, dcgm_text, prom
 from pipelines.parsers.base import NotThisFormat, ParseResult
 from pipelines.parsers.dcgm_labels import k8s_mapping, node_of
 from pipelines.topics import GPU_METRICS
@@ -125,6 +125,18 @@ def parse_exposition(
     text = prom.as_text(text)
     if not _DCGM_TEXT.search(text):
         raise NotThisFormat("no DCGM_FI_* metric in the text: not dcgm-exporter output")
+    fast = dcgm_text.read(
+        text,
+        cluster=cluster,
+        scrape_time=prom.time_hint(scrape_time),
+        node=node,
+        interval_s=_interval(interval_s),
+        fields=FIELDS,
+        describe=_series,
+        blank=_is_blank,
+    )
+    if fast is not None:  # plain text in the form exporters write: columns (pipelines.parsers.dcgm_text)
+        return fast
     reading = prom.read_exposition(text, wanted=FIELDS)
     result = _build(
         reading,

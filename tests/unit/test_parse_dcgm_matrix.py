@@ -1,4 +1,5 @@
-"""The columnar query_range path gives exactly what the record-by-record path gives, on any answer."""
+"""The columnar paths (query_range answers, exposition text) give exactly what the record-by-record
+paths give, on any input."""
 
 from __future__ import annotations
 
@@ -9,9 +10,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bench.load import Load
+from bench.sources import exposition as bench_exposition
 from bench.sources import query_range_answer
 from pipelines.gpu_columns import GpuColumnsEvent
-from pipelines.parsers import dcgm, dcgm_matrix
+from pipelines.parsers import dcgm, dcgm_matrix, dcgm_text
 from pipelines.parsers.base import ParseResult
 
 T0 = 1_762_077_600
@@ -150,3 +152,88 @@ def test_a_clean_answer_takes_the_columnar_path() -> None:
     slow = dcgm.parse_query_range(orjson.loads(body), cluster="c1")
     assert outcome(fast) == outcome(slow)
     assert fast.events[0].data.interval_s == 30.0
+
+
+def exposition(answer: dict[str, Any], stamped: bool, spoiler: str) -> str:
+    lines = ["# HELP DCGM_FI_DEV_GPU_TEMP GPU temperature (in C).", "# TYPE DCGM_FI_DEV_GPU_TEMP gauge"]
+    for series in answer["data"]["result"]:
+        metric = dict(series["metric"])
+        name = metric.pop("__name__")
+        labels = ",".join(f'{k}="{v}"' for k, v in metric.items())
+        for point in series["values"]:
+            if isinstance(point, list) and len(point) == 2 and isinstance(point[1], str):
+                stamp = f" {int(point[0] * 1000)}" if stamped and not isinstance(point[0], bool) else ""
+                lines.append(f"{name}{{{labels}}} {point[1]}{stamp}")
+    return "\n".join([*lines, spoiler]) + "\n"
+
+
+SPOILERS = [
+    "",
+    "",
+    "",
+    "# a comment",
+    'DCGM_FI_DEV_GPU_TEMP{gpu="0",UUID="GPU-0",Hostname="n1"}  41',
+    'DCGM_FI_DEV_GPU_TEMP{gpu="0",UUID="GPU-0",Hostname="n\\"1"} 41',
+    "garbage line",
+    "  ",
+    'DCGM_FI_DEV_FB_USED{gpu="1",UUID="GPU-1",hostname="n2"} 12 1762077600000',
+    'DCGM_FI_DEV_SM_CLOCK{gpu="0",gpu="0"} 1980',
+]
+
+
+def slow_exposition(text: str, **kw: Any) -> ParseResult:
+    """parse_exposition's line-by-line branch, called directly."""
+    reading = dcgm.prom.read_exposition(text, wanted=dcgm.FIELDS)
+    result = dcgm._build(
+        reading,
+        cluster="c1",
+        default_time=dcgm.prom.time_hint(kw["scrape_time"]),
+        node=kw["node"],
+        interval_s=kw["interval_s"],
+        origin="t",
+    )
+    if not reading.samples and not reading.bad:
+        dcgm._note_unread(result, dcgm._DCGM_NAME.findall(text))
+    return result
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    answer=answers() | answers(CLEAN),
+    stamped=st.booleans(),
+    spoiler=st.sampled_from(SPOILERS),
+    scrape=st.sampled_from([None, T0 + 5]),
+    hint=st.sampled_from([None, "n9"]),
+)
+def test_columnar_exposition_equals_the_line_reader(
+    answer: dict[str, Any], stamped: bool, spoiler: str, scrape: float | None, hint: str | None
+) -> None:
+    text = exposition(answer, stamped, spoiler)
+    kw: dict[str, Any] = {"scrape_time": scrape, "node": hint, "interval_s": None}
+    try:
+        fast = dcgm.parse_exposition(text, cluster="c1", origin="t", **kw)
+    except dcgm.NotThisFormat:
+        return  # decided before either reader runs
+    slow = slow_exposition(text, **kw)
+    assert outcome(fast) == outcome(slow)
+    assert fast.notes == slow.notes
+
+
+def test_a_plain_scrape_takes_the_columnar_path() -> None:
+    text = bench_exposition(Load(2, 30, node_prefix="m"), 1, 3).decode()  # dcgm-exporter's default counters
+    when = dcgm.prom.time_hint(T0)
+    fast = dcgm_text.read(
+        text,
+        cluster="c1",
+        scrape_time=when,
+        node=None,
+        interval_s=None,
+        fields=dcgm.FIELDS,
+        describe=dcgm._series,
+        blank=dcgm._is_blank,
+    )
+    assert fast is not None and len(fast.events) == 1 and fast.events[0].data.n == 8
+    slow = slow_exposition(text, scrape_time=T0, node=None, interval_s=None)
+    assert outcome(fast) == outcome(slow) and outcome(
+        dcgm.parse_exposition(text, cluster="c1", scrape_time=T0)
+    ) == outcome(slow)

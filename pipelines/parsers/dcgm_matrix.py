@@ -36,53 +36,78 @@ _META = ("index", "model", "mig_profile", "namespace", "pod", "container", "hpc_
 @dataclass
 class _Node:
     gpus: dict[tuple[str, int | None], int] = field(default_factory=dict)  # (uuid, GPU_I_ID) -> column
-    series: list[tuple[int, Any, str, Array, Array]] = field(default_factory=list)  # gpu, info, field, t, v
+    series: list[int] = field(default_factory=list)  # indices into Layout.series
 
 
 @dataclass
 class Layout:
-    """Series of one input laid out per node: :meth:`place` each series, then :meth:`result`."""
+    """Series of one input laid out per node: :meth:`place` each series, then :meth:`result`.
+
+    Per series only a few appends; the values are converted once per field and laid into the
+    matrices once per node (no numpy call per series: an exposition series has one point)."""
 
     hint: str | None  # the caller's node name
     fields: dict[str, tuple[str, str]]  # metric -> (field, kind), dcgm.FIELDS
     describe: Callable[[dict[str, str], str | None], Any]  # labels -> dcgm._Series, or why not placeable
     blank: Callable[[str, float], bool]
     nodes: dict[str, _Node] = field(default_factory=dict)
-    infos: dict[tuple[tuple[str, str], ...], Any] = field(default_factory=dict)
+    infos: dict[tuple[tuple[str, str], ...], int] = field(default_factory=dict)  # labels -> index in described
+    described: list[Any] = field(default_factory=list)
+    # per series: (gpu column, label set index, field, times, values as text)
+    series: list[tuple[int, int, str, list[float], list[str]]] = field(default_factory=list)
 
-    def place(self, name: str, labels: tuple[tuple[str, str], ...], times: Array, values: list[str]) -> bool:
-        """One series (labels sorted, without ``__name__``) whose values matched the float syntax;
-        False when anything about it needs a reason."""
+    def place(self, name: str, labels: tuple[tuple[str, str], ...], times: list[float], values: list[str]) -> bool:
+        """One series (labels sorted, without ``__name__``); False when anything about it needs a reason."""
         if name not in self.fields:
             return True  # a well-formed series of no interest
-        info = self.infos.get(labels)
-        if info is None:
-            info = self.infos[labels] = self.describe(dict(labels), self.hint)
-        if isinstance(info, str):
-            return False  # cannot be placed: the slow path says why
-        key, kind = self.fields[name]
-        try:
-            converted = _convert(kind, np.array(values, dtype=np.float64), self.blank)
-        except ValueError:
-            return False
-        if converted is None or len(np.unique(times)) != len(times):
-            return False
-        place = self.nodes.setdefault(info.host, _Node())
-        gpu = place.gpus.setdefault((info.uuid, info.gi), len(place.gpus))
-        place.series.append((gpu, info, key, times, converted))
+        ident = self.infos.get(labels)
+        if ident is None:
+            ident = self.infos[labels] = len(self.described)
+            self.described.append(self.describe(dict(labels), self.hint))
+        info = self.described[ident]
+        if isinstance(info, str) or len(set(times)) != len(times):
+            return False  # cannot be placed, or a time twice: the slow path says why
+        node = self.nodes.setdefault(info.host, _Node())
+        node.series.append(len(self.series))
+        self.series.append((node.gpus.setdefault((info.uuid, info.gi), len(node.gpus)), ident, name, times, values))
         return True
 
     def result(self, cluster: str, interval_s: float | None, stamp: Callable[[float], datetime]) -> ParseResult | None:
         """The events, node by node and time by time; ``stamp`` turns a time of the series into the event time."""
-        if not any(n.series for n in self.nodes.values()):
+        if not self.series:
+            return None
+        converted = self._converted()
+        if converted is None:
             return None
         result = ParseResult()
         for host in sorted(self.nodes):
-            events = _events(host, self.nodes[host], cluster, interval_s, stamp)
+            events = _events(host, self.nodes[host], self, converted, cluster, interval_s, stamp)
             if events is None:
                 return None
             result.events.extend(events)
         return result
+
+    def _converted(self) -> list[Array] | None:
+        """Each series' values converted (NaN = missing), one conversion per field; None if any needs a reason."""
+        out: list[Array] = [np.empty(0)] * len(self.series)
+        by_name: dict[str, list[int]] = {}
+        for i, (_, _, name, _, _) in enumerate(self.series):
+            by_name.setdefault(name, []).append(i)
+        for name, members in by_name.items():
+            texts = [v for i in members for v in self.series[i][4]]
+            times = np.array([t for i in members for t in self.series[i][3]], dtype=np.float64)
+            if not floats(texts) or not valid_times(times):
+                return None
+            try:
+                values = _convert(self.fields[name][1], np.array(texts, dtype=np.float64), self.blank)
+            except ValueError:
+                return None
+            if values is None:
+                return None
+            ends = np.cumsum([len(self.series[i][4]) for i in members])[:-1]
+            for i, part in zip(members, np.split(values, ends), strict=True):
+                out[i] = part
+        return out
 
 
 def unix_stamp(seconds: float) -> datetime:
@@ -133,9 +158,9 @@ def _add(series: Any, layout: Layout) -> bool:
         return False
     ts, vs = zip(*points, strict=True)
     if not set(map(type, ts)) <= {int, float} or set(map(type, vs)) != {str} or not floats(vs):
-        return False
-    times = np.array(ts, dtype=np.float64)
-    if not valid_times(times) or set(map(type, metric.values())) - {str}:
+        return False  # the points of series gpuledger does not read are checked too, as the slow path does
+    times = [float(t) for t in ts]
+    if not valid_times(np.array(times)) or set(map(type, metric.values())) - {str}:
         return False
     labels = tuple(sorted((k, v) for k, v in metric.items() if k != "__name__"))
     return layout.place(metric.get("__name__", ""), labels, times, list(vs))
@@ -172,41 +197,53 @@ def _convert(kind: str, v: Array, blank: Callable[[str, float], bool]) -> Array 
 
 
 def _events(
-    host: str, node: _Node, cluster: str, interval_s: float | None, stamp: Callable[[float], datetime]
+    host: str,
+    node: _Node,
+    layout: Layout,
+    converted: list[Array],
+    cluster: str,
+    interval_s: float | None,
+    stamp: Callable[[float], datetime],
 ) -> list[Any] | None:
-    times = np.unique(np.concatenate([s[3] for s in node.series]))
+    members = node.series
+    lengths = [len(layout.series[i][3]) for i in members]
+    all_times = np.array([t for i in members for t in layout.series[i][3]], dtype=np.float64)
+    times = np.unique(all_times)
     n_t, n_g = len(times), len(node.gpus)
-    present = np.zeros((n_t, n_g), dtype=bool)
-    described = np.full((n_t, n_g), -1, dtype=np.int64)  # which label set describes each cell
-    infos: list[Any] = []
-    info_ids: dict[int, int] = {}
+    cells = np.searchsorted(times, all_times) * n_g + np.repeat([layout.series[i][0] for i in members], lengths)
+    idents = np.repeat([layout.series[i][1] for i in members], lengths)
+    by_cell = np.argsort(cells, kind="stable")
+    same = cells[by_cell][1:] == cells[by_cell][:-1]
+    if (same & (idents[by_cell][1:] != idents[by_cell][:-1])).any():
+        return None  # two label sets at once (a shared device, a label change): the slow path merges
+    present = np.zeros(n_t * n_g, dtype=bool)
+    present[cells] = True
+    described_flat = np.full(n_t * n_g, -1, dtype=np.int64)
+    described_flat[cells] = idents
+    present_cells, described = present.reshape(n_t, n_g), described_flat.reshape(n_t, n_g)
+    infos = layout.described
+    keys_of = np.repeat([layout.series[i][2] for i in members], lengths)
+    values_all = np.concatenate([converted[i] for i in members])
     matrices: dict[str, Array] = {}
-    for gpu, info, key, t, v in node.series:
-        rows = np.searchsorted(times, t)
-        present[rows, gpu] = True
-        ident = info_ids.setdefault(id(info), len(infos))
-        if ident == len(infos):
-            infos.append(info)
-        cells = described[rows, gpu]
-        if ((cells != -1) & (cells != ident)).any():
-            return None  # two label sets at once (a shared device, a label change): the slow path merges
-        described[rows, gpu] = ident
-        m = matrices.setdefault(key, np.full((n_t, n_g), np.nan))
-        empty = np.isnan(m[rows, gpu])
-        m[rows[empty], gpu] = v[empty]  # the first value given wins
+    for name in dict.fromkeys(layout.series[i][2] for i in members):
+        mine = (keys_of == name) & ~np.isnan(values_all)
+        first_cells, first = np.unique(cells[mine], return_index=True)  # the first value given wins
+        m = np.full(n_t * n_g, np.nan)
+        m[first_cells] = values_all[mine][first]
+        matrices[layout.fields[name][0]] = m.reshape(n_t, n_g)
     step = interval_s or _min_step(times)
     stamps = [stamp(float(s)) for s in times]
     columns_of = {key: _objects(m, key == "xid") for key, m in matrices.items()}
     keys = sorted(node.gpus, key=lambda k: node.gpus[k])
     layouts: dict[tuple[bytes, bytes], list[int]] = {}  # rows with the same GPUs, described the same way
     for row in range(n_t):
-        here = np.flatnonzero(present[row])
+        here = np.flatnonzero(present_cells[row])
         if len(here):
             layouts.setdefault((here.tobytes(), described[row, here].tobytes()), []).append(row)
     out: list[tuple[int, Any]] = []
     for group in layouts.values():
-        cols = np.flatnonzero(present[group[0]])
-        metas = [infos[i].meta for i in described[group[0], cols]]
+        cols = np.flatnonzero(present_cells[group[0]])
+        metas = [infos[int(i)].meta for i in described[group[0], cols]]
         order = sorted(range(len(cols)), key=lambda j: _order(metas[j], keys[cols[j]]))
         picked = cols[order]
         shared: dict[str, list[Any]] = {
@@ -215,8 +252,8 @@ def _events(
         }
         for name in _META:
             shared[name] = [metas[j][name] for j in order]
-        cells = np.ix_(np.array(group), picked)
-        values = {key: objs[cells].tolist() for key, objs in columns_of.items()}
+        block = np.ix_(np.array(group), picked)
+        values = {key: objs[block].tolist() for key, objs in columns_of.items()}
         for i, row in enumerate(group):
             when = stamps[row]
             columns = {**shared, **{key: per_row[i] for key, per_row in values.items()}}

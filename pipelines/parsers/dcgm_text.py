@@ -18,10 +18,8 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-import numpy as np
-
 from pipelines.parsers.base import ParseResult
-from pipelines.parsers.dcgm_matrix import Layout, floats, unix_stamp, valid_times
+from pipelines.parsers.dcgm_matrix import Layout, unix_stamp
 from pipelines.parsers.prom import MAX_LINE
 
 _LABELS = r'(?:\{(?:[a-zA-Z_][a-zA-Z0-9_]*="[^"\\\n]*"(?:,[a-zA-Z_][a-zA-Z0-9_]*="[^"\\\n]*")*,?)?\})?'
@@ -62,10 +60,8 @@ def read(
         pairs = parsed.get(labels, ())
         if pairs == ():
             pairs = parsed[labels] = _pairs(labels)
-        seconds = np.array([int(t) / 1000.0 for t in times] if times[0] else [0.0] * len(times))
-        if pairs is None or not floats(values) or not valid_times(seconds):
-            return None
-        if not layout.place(name, pairs, seconds, values):
+        seconds = [int(t) / 1000.0 for t in times] if times[0] else [0.0] * len(times)
+        if pairs is None or not layout.place(name, pairs, seconds, values):
             return None
     if scrape_time is not None and not stamped[0]:
         when = scrape_time

@@ -134,6 +134,7 @@ def parse_exposition(
         fields=FIELDS,
         describe=_series,
         blank=_is_blank,
+        convert=convert,
     )
     if fast is not None:  # plain text in the form exporters write: columns (pipelines.parsers.dcgm_text)
         return fast

@@ -30,7 +30,7 @@ from pipelines.parsers.base import ParseResult
 Array = np.ndarray[Any, np.dtype[Any]]
 _FLOATS = re.compile(r"(?:[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|[Ii]nf|NaN|nan)(?:\n|\Z))*")
 _MIN_S, _MAX_S = -62135596800.0, 253402300799.0  # what datetime holds (years 1 to 9999)
-_META = ("index", "model", "mig_profile", "namespace", "pod", "container", "hpc_job")
+META = ("index", "model", "mig_profile", "namespace", "pod", "container", "hpc_job")
 
 
 @dataclass
@@ -244,13 +244,13 @@ def _events(
     for group in layouts.values():
         cols = np.flatnonzero(present_cells[group[0]])
         metas = [infos[int(i)].meta for i in described[group[0], cols]]
-        order = sorted(range(len(cols)), key=lambda j: _order(metas[j], keys[cols[j]]))
+        order = sorted(range(len(cols)), key=lambda j: order_key(metas[j], keys[cols[j]]))
         picked = cols[order]
         shared: dict[str, list[Any]] = {
             "uuid": [keys[c][0] for c in picked],
             "mig_instance": [keys[c][1] for c in picked],
         }
-        for name in _META:
+        for name in META:
             shared[name] = [metas[j][name] for j in order]
         block = np.ix_(np.array(group), picked)
         values = {key: objs[block].tolist() for key, objs in columns_of.items()}
@@ -273,7 +273,7 @@ def _objects(m: Array, integral: bool) -> Array:
     return objs
 
 
-def _order(meta: dict[str, Any], key: tuple[str, int | None]) -> tuple[int, str, int]:
+def order_key(meta: dict[str, Any], key: tuple[str, int | None]) -> tuple[int, str, int]:
     index = meta["index"]
     return (index if index is not None else 1 << 30, key[0], -1 if key[1] is None else key[1])
 

@@ -231,6 +231,7 @@ def test_a_plain_scrape_takes_the_columnar_path() -> None:
         fields=dcgm.FIELDS,
         describe=dcgm._series,
         blank=dcgm._is_blank,
+        convert=dcgm.convert,
     )
     assert fast is not None and len(fast.events) == 1 and fast.events[0].data.n == 8
     slow = slow_exposition(text, scrape_time=T0, node=None, interval_s=None)

@@ -25,8 +25,11 @@ from pipelines.parsers.dcgm_matrix import META, Layout, floats, order_key, unix_
 from pipelines.parsers.prom import MAX_LINE
 
 _LABELS = r'(?:\{(?:[a-zA-Z_][a-zA-Z0-9_]*="[^"\\\n]*"(?:,[a-zA-Z_][a-zA-Z0-9_]*="[^"\\\n]*")*,?)?\})?'
-_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(" + _LABELS + r") ([^ \t\n]+)(?: (-?\d{1,19}))?$", re.M)
-_CONTENT = re.compile(r"^[^#\n]", re.M)  # lines that are neither blank nor comments (start included)
+_LINE = r"[a-zA-Z_:][a-zA-Z0-9_:]*" + _LABELS + r" [^ \t\n]+(?: -?\d{1,19})?"
+# the whole text in one match (linear: no search from every position): blank, comment or sample lines
+_PLAIN = re.compile(r"(?:(?:#[^\n]*|" + _LINE + r")?\n)*(?:#[^\n]*|" + _LINE + r")?")
+# the sample lines of DCGM metrics, found by their literal prefix (the text is given a leading newline)
+_DCGM = re.compile(r"\n(DCGM_FI_[a-zA-Z0-9_:]*)(" + _LABELS + r") ([^ \t\n]+)(?: (-?\d{1,19}))?(?=\n|\Z)")
 _PAIR = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="([^"\\\n]*)"')
 
 
@@ -45,9 +48,9 @@ def read(
     """Events of clean exposition text, or ``None`` (let the line-by-line reader read it)."""
     if "\r" in text or (len(text) > MAX_LINE and max(map(len, text.split("\n"))) > MAX_LINE):
         return None
-    matches = _SAMPLE.findall(text)
-    if len(matches) != len(_CONTENT.findall(text)):
+    if _PLAIN.fullmatch(text) is None:
         return None  # a line in another form (spaces, escapes, a malformed line): the slow path says why
+    matches = _DCGM.findall("\n" + text)
     series: dict[tuple[str, str], tuple[list[str], list[str]]] = {}
     for name, labels, value, ts in matches:
         if name in fields:

@@ -103,8 +103,8 @@ class GpuColumns:
     @classmethod
     def from_samples(cls, data: GpuMetricsData) -> GpuColumns:
         """A version 1 message's GPUs as columns."""
-        gpus = data.gpus
-        return cls(data.node, data.interval_s, {f: [getattr(g, f) for g in gpus] for f in FIELDS})
+        rows = [g.__dict__ for g in data.gpus]  # a pydantic model's field values
+        return cls(data.node, data.interval_s, {f: [r[f] for r in rows] for f in FIELDS})
 
 
 class GpuColumnsEvent(GpuMetricsEvent):

@@ -1,11 +1,11 @@
 """Benchmark load: synthetic but valid gpu.metrics and scheduler events, pre-encoded as bytes.
 
-One ``gpu.sample`` message per (node, scrape) carrying all 8 GPUs of the node, as dcgm-exporter's
-collector publishes it, plus one Kubernetes pod per node and period holding half of the node's
-GPUs, so attribution writes allocated, idle and unallocated facts. The pod is published when it has
-ended (at the period's last scrape), or with ``announce_start`` as the Kubernetes collector
-follows it live: ``allocation.running`` at the period's first scrape, ``allocation.ended`` at the
-first scrape after its end. Messages are built with
+One ``gpu.sample`` message (schema version 2: columns) per (node, scrape) carrying all 8 GPUs of
+the node, as dcgm-exporter's collector publishes it, plus one Kubernetes pod per node and period
+holding half of the node's GPUs, so attribution writes allocated, idle and unallocated facts. The
+pod is published when it has ended (at the period's last scrape), or with ``announce_start`` as
+the Kubernetes collector follows it live: ``allocation.running`` at the period's first scrape,
+``allocation.ended`` at the first scrape after its end. Messages are built with
 orjson from plain dicts (the same wire form as ``Envelope.to_bytes``) and keyed like the producer
 keys them (``cluster/node``), so a node's samples and placements share a partition.
 """
@@ -77,27 +77,28 @@ Message = tuple[str, bytes, bytes]  # (logical topic, key, value)
 
 
 def sample_message(load: Load, node: int, index: int) -> bytes:
+    """One node scrape in the collectors' wire form (``gpu.sample`` schema version 2, columns)."""
     t = load.round_time(index)
     name = f"{load.node_prefix}-{node:04d}"
-    gpus = [
-        {
-            "uuid": f"GPU-{name}-{g}",
-            "index": g,
-            "model": MODEL,
-            "gr_engine_active": round(((index * 7 + node * 3 + g * 11) % 100) / 100, 2),
-            "fb_used_mib": 1024.0 * g,
-            "power_w": 300.0 + g,
-        }
-        for g in range(GPUS_PER_NODE)
-    ]
+    gpus = range(GPUS_PER_NODE)
     return orjson.dumps(
         {
             "id": ev.event_id("gpu.sample", CLUSTER, name, t),
             "source": "dcgm",
             "type": "gpu.sample",
+            "schema_version": 2,
             "time": t.isoformat(),
             "cluster": CLUSTER,
-            "data": {"node": name, "interval_s": load.interval_s, "gpus": gpus},
+            "data": {
+                "node": name,
+                "interval_s": load.interval_s,
+                "uuid": [f"GPU-{name}-{g}" for g in gpus],
+                "index": list(gpus),
+                "model": [MODEL] * GPUS_PER_NODE,
+                "gr_engine_active": [round(((index * 7 + node * 3 + g * 11) % 100) / 100, 2) for g in gpus],
+                "fb_used_mib": [1024.0 * g for g in gpus],
+                "power_w": [300.0 + g for g in gpus],
+            },
         }
     )
 

@@ -38,6 +38,7 @@ from bench import pods
 from bench.load import CLUSTER, GPUS_PER_NODE, MODEL, Load
 from pipelines.collectors.base import producer_sink
 from pipelines.collectors.dcgm import METRICS
+from pipelines.gpu_columns import GpuColumns
 from pipelines.parsers import dcgm, kubernetes
 from pipelines.parsers.base import ParseResult
 from pipelines.producer import EventProducer
@@ -191,7 +192,7 @@ def exposition_polls(load: Load, scrapes: int) -> list[Poll]:
 
 
 def gpu_samples(result: ParseResult) -> int:
-    return sum(len(getattr(event.data, "gpus", ())) for event in result.events)
+    return sum(e.data.n if isinstance(e.data, GpuColumns) else len(getattr(e.data, "gpus", ())) for e in result.events)
 
 
 def pod_list_polls(load: Load, count: int) -> list[Poll]:

@@ -12,6 +12,19 @@ Every Kafka message is an :class:`Envelope` serialised as UTF-8 JSON::
 * ``data`` is typed per event ``type``; :data:`EVENT_MODELS` maps each type to its envelope class
   and :func:`decode` validates raw bytes into the right one.
 
+``gpu.sample`` (topic ``gpu.metrics``, one message per node scrape) has two schema versions, both
+accepted forever so that old logs replay into the same rows:
+
+* **1** — ``data = {"node", "interval_s", "gpus": [GpuSample, …]}``: one object per GPU or MIG
+  instance (:class:`GpuMetricsData`), validated per sample.
+* **2** — columns: ``data = {"node", "interval_s", "uuid": [...], "index": [...], …}``, one array
+  per :class:`GpuSample` field (``null`` = missing, an absent array = all missing), validated per
+  message on the arrays (:mod:`pipelines.gpu_columns`). Collectors publish it; ``data.gpus`` of a
+  decoded version 2 event still reads as :class:`GpuSample` rows.
+
+Both versions of one scrape carry the same id (``event_id("gpu.sample", cluster, node, time)``),
+so sinks deduplicate them to one.
+
 Topic of each type: see :data:`TOPIC_OF_TYPE`.
 """
 
@@ -533,7 +546,18 @@ TOPIC_OF_TYPE: dict[str, topics.Topic] = {
 
 
 def decode(raw: bytes | str) -> Envelope:
-    """Validate raw wire bytes into the typed envelope; raises :class:`InvalidEvent`."""
+    """Validate raw wire bytes into the typed envelope; raises :class:`InvalidEvent`.
+
+    ``gpu.sample`` in schema version 2 (columns) is checked on its arrays
+    (:func:`pipelines.gpu_columns.decode_columns`); every other message by its pydantic model."""
+    from pipelines import gpu_columns
+
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        obj = None  # the model's own error says where the JSON breaks
+    if gpu_columns.is_columns(obj):
+        return gpu_columns.decode_columns(obj)
     try:
         result: Envelope = _ANY_EVENT.validate_json(raw)
     except ValidationError as exc:
@@ -543,6 +567,10 @@ def decode(raw: bytes | str) -> Envelope:
 
 def validate(obj: dict[str, Any]) -> Envelope:
     """Validate an already-parsed object (collectors build dicts) into its envelope."""
+    from pipelines import gpu_columns
+
+    if gpu_columns.is_columns(obj):
+        return gpu_columns.decode_columns(orjson.loads(orjson.dumps(obj, option=orjson.OPT_UTC_Z)))
     try:
         result: Envelope = _ANY_EVENT.validate_python(obj)
     except ValidationError as exc:

@@ -353,6 +353,11 @@ class Warehouse:
         version = now_seq()
         self.insert("job_attempts", [_attempt_row(cluster, f, version) for f in facts])
 
+    def insert_arrow(self, table: str, data: Any) -> None:
+        """Insert a ``pyarrow.Table`` whose column names are the table's (one Arrow block, the bulk path)."""
+        if data.num_rows:
+            self._retry(f"insert into {table}", lambda: self.client.insert_arrow(table, data))
+
 
 def _attempt_row(cluster: str, f: AttemptFact, version: int) -> dict[str, Any]:
     row = dict(f.__dict__)

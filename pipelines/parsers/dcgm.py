@@ -1,7 +1,8 @@
 """dcgm-exporter metrics → ``gpu.sample`` events (source ``dcgm``, topic ``gpu.metrics``).
 
-One event per (node, sample time) carries every GPU and MIG instance of that node as
-:class:`~pipelines.events.GpuSample` entries. Id: ``event_id("gpu.sample", cluster, node, time)``;
+One event per (node, sample time) carries every GPU and MIG instance of that node, as columns
+(``gpu.sample`` schema version 2, :mod:`pipelines.gpu_columns`; ``data.gpus`` reads them as
+:class:`~pipelines.events.GpuSample` rows). Id: ``event_id("gpu.sample", cluster, node, time)``;
 event time: the sample time (UTC).
 
 Inputs: dcgm-exporter exposition text (one scrape, or many concatenated scrapes with
@@ -62,8 +63,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from pipelines.events import event_id, mig_fraction
-from pipelines.parsers import prom
+from pipelines.events import InvalidEvent, event_id, mig_fraction
+from pipelines.gpu_columns import FIELDS as FIELD_NAMES
+from pipelines.gpu_columns import GpuColumns, columns_event
+from pipelines.parsers import dcgm_matrix, dcgm_text, prom
 from pipelines.parsers.base import NotThisFormat, ParseResult
 from pipelines.parsers.dcgm_labels import k8s_mapping, node_of
 from pipelines.topics import GPU_METRICS
@@ -122,6 +125,19 @@ def parse_exposition(
     text = prom.as_text(text)
     if not _DCGM_TEXT.search(text):
         raise NotThisFormat("no DCGM_FI_* metric in the text: not dcgm-exporter output")
+    fast = dcgm_text.read(
+        text,
+        cluster=cluster,
+        scrape_time=prom.time_hint(scrape_time),
+        node=node,
+        interval_s=_interval(interval_s),
+        fields=FIELDS,
+        describe=_series,
+        blank=_is_blank,
+        convert=convert,
+    )
+    if fast is not None:  # plain text in the form exporters write: columns (pipelines.parsers.dcgm_text)
+        return fast
     reading = prom.read_exposition(text, wanted=FIELDS)
     result = _build(
         reading,
@@ -139,7 +155,22 @@ def parse_exposition(
 def parse_query_range(
     answer: object, *, cluster: str, interval_s: float | None = None, origin: str | None = None, node: str | None = None
 ) -> ParseResult:
-    """A Prometheus ``query_range`` (matrix) or ``query`` (vector) answer of dcgm-exporter series."""
+    """A Prometheus ``query_range`` (matrix) or ``query`` (vector) answer of dcgm-exporter series.
+
+    A clean matrix answer in bytes or text takes the columnar path (:mod:`pipelines.parsers.dcgm_matrix`);
+    any other answer, or one with a record that needs a reason, is read record by record."""
+    if isinstance(answer, bytes | str):
+        fast = dcgm_matrix.read(
+            answer,
+            cluster=cluster,
+            node=node,
+            interval_s=_interval(interval_s),
+            fields=FIELDS,
+            describe=_series,
+            blank=_is_blank,
+        )
+        if fast is not None:
+            return fast
     reading = prom.read_api_answer(answer)
     ours = [s for s in reading.samples if s.name in FIELDS]
     if reading.samples and not any(s.name.startswith("DCGM_FI_") for s in reading.samples):
@@ -168,9 +199,6 @@ class _Gpu:
     values: dict[str, Any] = field(default_factory=dict)
     described_by: set[int] = field(default_factory=set)  # ids of the series whose labels were put
     holders: list[str] = field(default_factory=list)  # every namespace/pod the copies of the device name
-
-    def sample(self) -> dict[str, Any]:
-        return {**self.values, "holders": self.holders} if len(self.holders) > 1 else self.values
 
     def put(self, key: str, value: Any) -> None:
         if value is not None and self.values.get(key) is None:
@@ -217,16 +245,25 @@ def _build(
     for (host, time), group in sorted(groups.items()):
         step = steps[host]
         gpus = sorted(group.gpus.values(), key=_gpu_order)
-        obj = {
-            "id": event_id("gpu.sample", cluster, host, time),
-            "source": SOURCE,
-            "type": "gpu.sample",
-            "time": time,
-            "cluster": cluster,
-            "data": {"node": host, "interval_s": step, "gpus": [g.sample() for g in gpus]},
-        }
-        result.add(obj, topic=TOPIC, source=SOURCE, raw="\n".join(group.raw), origin=origin)
+        columns = {name: [g.values.get(name) for g in gpus] for name in COLUMNS}
+        if any(len(g.holders) > 1 for g in gpus):
+            columns["holders"] = [g.holders if len(g.holders) > 1 else [] for g in gpus]
+        try:
+            result.events.append(
+                columns_event(
+                    id=event_id("gpu.sample", cluster, host, time),
+                    source=SOURCE,
+                    time=time,
+                    cluster=cluster,
+                    data=GpuColumns(host, step, columns),
+                )
+            )
+        except InvalidEvent as exc:
+            result.reject(topic=TOPIC, source=SOURCE, reason=str(exc), raw="\n".join(group.raw), origin=origin)
     return result
+
+
+COLUMNS = tuple(name for name in FIELD_NAMES if name != "holders")
 
 
 @dataclass(frozen=True)

@@ -1,25 +1,26 @@
 """Events → warehouse rows (pure): the raw tables are a queryable copy of the log.
 
-Each function returns rows as dicts keyed by column; GPU samples are built as columns directly. Per-node time ranges
+Each function returns rows as dicts keyed by column; GPU samples come as one Arrow block
+(:mod:`streams.ingest.samples`). Per-node time ranges
 touched by a batch (``Activity``) tell the attribution timer which windows to (re)compute.
 """
 
 from __future__ import annotations
 
-import functools
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeAlias
 
 import orjson
+import pyarrow as pa
 
 from pipelines import events as ev
-from pipelines.gpu_models import model_key
+from streams.ingest.samples import samples_table
 
 Row = dict[str, Any]
-Table = list[Row] | dict[str, list[Any]]  # rows, or columns (name -> values)
+Table: TypeAlias = "list[Row] | dict[str, list[Any]] | pa.Table"  # rows, columns (name -> values), or an Arrow block
 
 
 @dataclass
@@ -36,43 +37,35 @@ class Activity:
         self.allocations = self.allocations or allocations
 
 
-SAMPLE_COLUMNS = ("event_id", "time", "cluster", "node", "uuid", "mig_instance", "gpu_index", "gpu_model",
-                  "mig_profile", "utilization", "gr_engine_active", "gpu_util", "fb_used_mib", "power_w",
-                  "energy_mj", "xid", "namespace", "pod", "hpc_job", "interval_s")
+SAMPLE_COLUMNS = (
+    "event_id",
+    "time",
+    "cluster",
+    "node",
+    "uuid",
+    "mig_instance",
+    "gpu_index",
+    "gpu_model",
+    "mig_profile",
+    "utilization",
+    "gr_engine_active",
+    "gpu_util",
+    "fb_used_mib",
+    "power_w",
+    "energy_mj",
+    "xid",
+    "namespace",
+    "pod",
+    "hpc_job",
+    "interval_s",
+)
 
 
-def _add_samples(cols: dict[str, list[Any]], e: ev.GpuMetricsEvent) -> None:
-    """Append one message's GPUs to the ``gpu_samples`` columns (one row per GPU or MIG instance)."""
-    d = e.data
-    n = len(d.gpus)
-    for name, value in (("event_id", e.id), ("time", e.time), ("cluster", e.cluster), ("node", d.node),
-                        ("interval_s", d.interval_s)):
-        cols[name].extend([value] * n)
-    for g in d.gpus:
-        cols["uuid"].append(g.uuid)
-        cols["mig_instance"].append(g.mig_instance)
-        cols["gpu_index"].append(g.index)
-        cols["gpu_model"].append(_model_key(g.model))
-        cols["mig_profile"].append(g.mig_profile or "")
-        cols["utilization"].append(g.utilization)
-        cols["gr_engine_active"].append(g.gr_engine_active)
-        cols["gpu_util"].append(g.gpu_util)
-        cols["fb_used_mib"].append(g.fb_used_mib)
-        cols["power_w"].append(g.power_w)
-        cols["energy_mj"].append(g.energy_mj)
-        cols["xid"].append(g.xid)
-        cols["namespace"].append(g.namespace or "")
-        cols["pod"].append(g.pod or "")
-        cols["hpc_job"].append(g.hpc_job or "")
-
-
-@functools.lru_cache(maxsize=1024)
-def _model_key(name: str | None) -> str:
-    return model_key(name)
-
-
-def as_rows(columns: dict[str, list[Any]]) -> list[Row]:
+def as_rows(columns: dict[str, list[Any]] | pa.Table) -> list[Row]:
     """Columns back to row dicts (for tests and small tables)."""
+    if isinstance(columns, pa.Table):
+        rows: list[Row] = columns.to_pylist()
+        return rows
     names = list(columns)
     return [dict(zip(names, values, strict=True)) for values in zip(*columns.values(), strict=True)]
 
@@ -80,69 +73,170 @@ def as_rows(columns: dict[str, list[Any]]) -> list[Row]:
 def _allocation_row(e: ev.AllocationEvent | ev.NodeStateEvent) -> Row:
     data = e.data
     if isinstance(data, ev.NodeStateData):
-        return {"event_id": e.id, "type": e.type, "source": e.source, "schema_version": e.schema_version,
-                "time": e.time, "cluster": e.cluster, "scheduler": "", "job_id": "", "attempt": 0,
-                "node": data.node, "state": data.state, "start_time": None, "end_time": None,
-                "payload": orjson.dumps(data.model_dump(mode="json")).decode()}
-    return {"event_id": e.id, "type": e.type, "source": e.source, "schema_version": e.schema_version,
-            "time": e.time, "cluster": e.cluster, "scheduler": data.scheduler, "job_id": data.job_id,
-            "attempt": data.attempt, "node": data.node or "", "state": data.state,
-            "start_time": data.start_time, "end_time": data.end_time,
-            "payload": orjson.dumps(data.model_dump(mode="json")).decode()}
+        return {
+            "event_id": e.id,
+            "type": e.type,
+            "source": e.source,
+            "schema_version": e.schema_version,
+            "time": e.time,
+            "cluster": e.cluster,
+            "scheduler": "",
+            "job_id": "",
+            "attempt": 0,
+            "node": data.node,
+            "state": data.state,
+            "start_time": None,
+            "end_time": None,
+            "payload": orjson.dumps(data.model_dump(mode="json")).decode(),
+        }
+    return {
+        "event_id": e.id,
+        "type": e.type,
+        "source": e.source,
+        "schema_version": e.schema_version,
+        "time": e.time,
+        "cluster": e.cluster,
+        "scheduler": data.scheduler,
+        "job_id": data.job_id,
+        "attempt": data.attempt,
+        "node": data.node or "",
+        "state": data.state,
+        "start_time": data.start_time,
+        "end_time": data.end_time,
+        "payload": orjson.dumps(data.model_dump(mode="json")).decode(),
+    }
 
 
 def _storage_rows(e: ev.StorageEvent) -> list[Row]:
-    return [{"event_id": e.id, "time": e.time, "cluster": e.cluster, "node": e.data.node, "fs_type": s.fs_type,
-             "device": s.device, "job_id": s.job_id or "", "read_bytes": s.read_bytes, "write_bytes": s.write_bytes}
-            for s in e.data.samples]
+    return [
+        {
+            "event_id": e.id,
+            "time": e.time,
+            "cluster": e.cluster,
+            "node": e.data.node,
+            "fs_type": s.fs_type,
+            "device": s.device,
+            "job_id": s.job_id or "",
+            "read_bytes": s.read_bytes,
+            "write_bytes": s.write_bytes,
+        }
+        for s in e.data.samples
+    ]
 
 
 def _checkpoint_row(e: ev.CheckpointEvent) -> Row:
     d = e.data
-    return {"event_id": e.id, "cluster": e.cluster, "job_id": d.job_id, "attempt": d.attempt, "kind": d.kind,
-            "path": d.path, "bytes": d.bytes, "started": d.started, "finished": d.finished, "node": d.node or ""}
+    return {
+        "event_id": e.id,
+        "cluster": e.cluster,
+        "job_id": d.job_id,
+        "attempt": d.attempt,
+        "kind": d.kind,
+        "path": d.path,
+        "bytes": d.bytes,
+        "started": d.started,
+        "finished": d.finished,
+        "node": d.node or "",
+    }
 
 
 def _output_row(e: ev.OutputEvent) -> Row:
     d = e.data
-    return {"event_id": e.id, "cluster": e.cluster, "scheduler": d.scheduler, "time": d.end, "started": d.start,
-            "job_id": d.job_id, "unit": d.unit, "quantity": d.quantity, "model_name": d.model_name or ""}
+    return {
+        "event_id": e.id,
+        "cluster": e.cluster,
+        "scheduler": d.scheduler,
+        "time": d.end,
+        "started": d.start,
+        "job_id": d.job_id,
+        "unit": d.unit,
+        "quantity": d.quantity,
+        "model_name": d.model_name or "",
+    }
 
 
 def _benchmark_row(e: ev.BenchmarkRunEvent) -> Row:
     d = e.data
     busbws = [r.out_of_place_busbw_gbps for r in d.results if r.out_of_place_busbw_gbps is not None]
-    return {"event_id": e.id, "time": e.time, "cluster": e.cluster, "run_id": d.run_id, "collective": d.collective,
-            "hosts": d.hosts, "ranks": d.ranks, "nccl_version": d.nccl_version or "",
-            "avg_busbw_gbps": d.avg_busbw_gbps, "max_busbw_gbps": max(busbws) if busbws else None,
-            "wrong_total": d.wrong_total, "out_of_bounds": d.out_of_bounds, "ok": d.ok,
-            "payload": orjson.dumps(d.model_dump(mode="json")).decode()}
+    return {
+        "event_id": e.id,
+        "time": e.time,
+        "cluster": e.cluster,
+        "run_id": d.run_id,
+        "collective": d.collective,
+        "hosts": d.hosts,
+        "ranks": d.ranks,
+        "nccl_version": d.nccl_version or "",
+        "avg_busbw_gbps": d.avg_busbw_gbps,
+        "max_busbw_gbps": max(busbws) if busbws else None,
+        "wrong_total": d.wrong_total,
+        "out_of_bounds": d.out_of_bounds,
+        "ok": d.ok,
+        "payload": orjson.dumps(d.model_dump(mode="json")).decode(),
+    }
 
 
 def _org_rows(e: ev.OrgMappingEvent) -> list[Row]:
     d = e.data
     rows: list[Row] = []
-    for kind, mapping in (("team_business_unit", d.teams), ("namespace_team", d.namespaces),
-                          ("account_team", d.accounts)):
-        rows.extend({"event_id": e.id, "cluster": e.cluster, "effective_from": d.effective_from, "kind": kind,
-                     "key": k, "value": v} for k, v in mapping.items())
+    for kind, mapping in (
+        ("team_business_unit", d.teams),
+        ("namespace_team", d.namespaces),
+        ("account_team", d.accounts),
+    ):
+        rows.extend(
+            {
+                "event_id": e.id,
+                "cluster": e.cluster,
+                "effective_from": d.effective_from,
+                "kind": kind,
+                "key": k,
+                "value": v,
+            }
+            for k, v in mapping.items()
+        )
     return rows
 
 
 def _pricing_rows(e: ev.PricingEvent) -> tuple[list[Row], Row]:
     d = e.data
-    rates = [{"event_id": e.id, "cluster": e.cluster, "effective_from": d.effective_from, "currency": d.currency,
-              "gpu_model": model, "hourly_rate": rate} for model, rate in d.gpu_hourly.items()]
-    shared = {"event_id": e.id, "cluster": e.cluster, "effective_from": d.effective_from, "currency": d.currency,
-              "network": d.monthly.network, "storage": d.monthly.storage, "support": d.monthly.support,
-              "operations": d.monthly.operations, "idle_policy": d.idle_policy,
-              "energy_per_kwh": d.energy_per_kwh, "carbon_g_per_kwh": d.carbon_g_per_kwh}
+    rates = [
+        {
+            "event_id": e.id,
+            "cluster": e.cluster,
+            "effective_from": d.effective_from,
+            "currency": d.currency,
+            "gpu_model": model,
+            "hourly_rate": rate,
+        }
+        for model, rate in d.gpu_hourly.items()
+    ]
+    shared = {
+        "event_id": e.id,
+        "cluster": e.cluster,
+        "effective_from": d.effective_from,
+        "currency": d.currency,
+        "network": d.monthly.network,
+        "storage": d.monthly.storage,
+        "support": d.monthly.support,
+        "operations": d.monthly.operations,
+        "idle_policy": d.idle_policy,
+        "energy_per_kwh": d.energy_per_kwh,
+        "carbon_g_per_kwh": d.carbon_g_per_kwh,
+    }
     return rates, shared
 
 
 def dead_letter_row(letter: ev.DeadLetter) -> Row:
-    return {"id": letter.id, "topic": letter.topic, "source": letter.source, "reason": letter.reason,
-            "raw": letter.raw, "origin": letter.origin or "", "time": letter.time}
+    return {
+        "id": letter.id,
+        "topic": letter.topic,
+        "source": letter.source,
+        "reason": letter.reason,
+        "raw": letter.raw,
+        "origin": letter.origin or "",
+        "time": letter.time,
+    }
 
 
 Changed = Callable[[ev.AllocationEvent], tuple[datetime, datetime] | None]
@@ -177,19 +271,22 @@ def allocation_change(previous: Snapshot | None, e: ev.AllocationEvent) -> tuple
     if mine < rank:
         return None
     after = e.data.model_dump(mode="json")
-    if {k: v for k, v in after.items() if k not in END_FIELDS} != {k: v for k, v in before.items()
-                                                                  if k not in END_FIELDS}:
+    if {k: v for k, v in after.items() if k not in END_FIELDS} != {
+        k: v for k, v in before.items() if k not in END_FIELDS
+    }:
         return whole
     if after.get("end_time") == before.get("end_time"):
         return None
-    ends = [datetime.fromisoformat(t.replace("Z", "+00:00")) for t in (after.get("end_time"), before.get("end_time"))
-            if t]
+    ends = [
+        datetime.fromisoformat(t.replace("Z", "+00:00")) for t in (after.get("end_time"), before.get("end_time")) if t
+    ]
     since = min(ends)
     return since, max(since, whole[1])
 
 
-def rows_for(events: list[ev.Envelope], changed: Changed | None = None
-             ) -> tuple[dict[str, Table], dict[tuple[str, str], Activity]]:
+def rows_for(
+    events: list[ev.Envelope], changed: Changed | None = None
+) -> tuple[dict[str, Table], dict[tuple[str, str], Activity]]:
     """Rows per table, and per (cluster, node) activity, for a batch of validated events.
 
     ``gpu_samples`` (the bulk: one row per GPU per scrape) comes as columns, the others as rows.
@@ -197,7 +294,7 @@ def rows_for(events: list[ev.Envelope], changed: Changed | None = None
     without it, the whole range of the placement counts as changed.
     """
     tables: dict[str, list[Row]] = defaultdict(list)
-    samples: dict[str, list[Any]] = {name: [] for name in SAMPLE_COLUMNS}
+    samples: list[ev.GpuMetricsEvent] = []
     activity: dict[tuple[str, str], Activity] = {}
 
     def touch(cluster: str, node: str, start: datetime, end: datetime, allocations: bool) -> None:
@@ -209,7 +306,7 @@ def rows_for(events: list[ev.Envelope], changed: Changed | None = None
 
     for e in events:
         if isinstance(e, ev.GpuMetricsEvent):
-            _add_samples(samples, e)
+            samples.append(e)
             touch(e.cluster, e.data.node, e.time, e.time, False)
         elif isinstance(e, ev.AllocationEvent | ev.NodeStateEvent):
             tables["raw_scheduler_allocations"].append(_allocation_row(e))
@@ -233,6 +330,6 @@ def rows_for(events: list[ev.Envelope], changed: Changed | None = None
             tables["pricing_rates"].extend(rates)
             tables["pricing_shared"].append(shared)
     out: dict[str, Table] = dict(tables)
-    if samples["event_id"]:
-        out["gpu_samples"] = samples
+    if samples:
+        out["gpu_samples"] = samples_table(samples)
     return out, activity

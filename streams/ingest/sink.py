@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import orjson
+import pyarrow as pa
 
 from pipelines import events as ev
 from pipelines import metrics
@@ -99,7 +100,10 @@ def write_batch(
     events, dead = decode_batch(messages, not_after)
     tables, activity = rows_for(events, placement_changes(wh, events))
     for table, rows in tables.items():
-        wh.insert(table, rows)
+        if isinstance(rows, pa.Table):
+            wh.insert_arrow(table, rows)
+        else:
+            wh.insert(table, rows)
     org_versions: dict[str, datetime] = {}
     for e in events:
         if isinstance(e, ev.OrgMappingEvent):

@@ -1,0 +1,63 @@
+"""``gpu_samples`` from Arrow blocks on the real ClickHouse endpoint: a version 1 and a version 2
+message of one scrape give the same stored rows and node activity; a bad array is a dead letter."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import orjson
+import pytest
+
+from infra.services import apply_migrations
+from pipelines import events as ev
+from pipelines.gpu_columns import from_v1
+from pipelines.settings import Settings
+from streams.ingest.sink import Message, write_batch
+from streams.store import Warehouse
+from tests.conftest import Endpoints, fresh_settings
+from tests.unit.test_gpu_columns import v1_message
+
+pytestmark = pytest.mark.integration
+ROWS = "SELECT * EXCEPT ingested_at FROM gpu_samples ORDER BY node, time, uuid, mig_instance"
+ACTIVITY = "SELECT cluster, node, min_time, max_time, allocations FROM node_activity ORDER BY node"
+
+
+@pytest.fixture
+def two(endpoints: Endpoints, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Warehouse, Warehouse]]:
+    houses = []
+    for _ in range(2):
+        settings: Settings = fresh_settings(endpoints, tmp_path_factory)
+        apply_migrations(settings)
+        houses.append(Warehouse(settings))
+    yield houses[0], houses[1]
+    for wh in houses:
+        wh.client.command(f"DROP DATABASE IF EXISTS {wh.settings.clickhouse_database}")
+        wh.close()
+
+
+def test_v1_and_v2_of_the_same_scrapes_store_the_same_rows(two: tuple[Warehouse, Warehouse]) -> None:
+    v1 = [orjson.dumps(v1_message(node=f"gpu{n:03d}")) for n in range(3)]
+    v2 = [from_v1(ev.decode(raw)).to_bytes() for raw in v1]  # type: ignore[arg-type]
+    assert all(orjson.loads(raw)["schema_version"] == 2 for raw in v2)
+    first, second = two
+    for wh, batch in ((first, v1), (second, v2)):
+        dead: list[ev.DeadLetter] = []
+        result = write_batch(wh, [Message("gpu.metrics", 0, i, raw) for i, raw in enumerate(batch)], dead.extend)
+        assert result.events == 3 and dead == []
+    rows = first.client.query(ROWS).result_rows
+    assert len(rows) == 9 and rows == second.client.query(ROWS).result_rows
+    assert first.client.query(ACTIVITY).result_rows == second.client.query(ACTIVITY).result_rows
+    by_uuid = {(r[3], r[4]): r for r in rows}  # (node, uuid)
+    busy = by_uuid[("gpu000", "GPU-a")]
+    assert busy[7] == "H100" and busy[9] == pytest.approx(0.4) and busy[16] == "ml" and busy[17] == "train-0"
+
+
+def test_a_bad_array_is_a_dead_letter_and_the_good_scrapes_are_stored(two: tuple[Warehouse, Warehouse]) -> None:
+    wh = two[0]
+    good = from_v1(ev.decode(orjson.dumps(v1_message()))).to_bytes()  # type: ignore[arg-type]
+    bad = orjson.loads(good)
+    bad["data"]["node"], bad["data"]["power_w"] = "gpu999", [1.0, -5.0, None]
+    dead: list[ev.DeadLetter] = []
+    write_batch(wh, [Message("gpu.metrics", 0, 0, orjson.dumps(bad)), Message("gpu.metrics", 0, 1, good)], dead.extend)
+    assert [d.reason for d in dead] == ["data.power_w: -5.0 is below 0"]
+    assert wh.client.query("SELECT DISTINCT node FROM gpu_samples").result_rows == [("gpu001",)]

@@ -1,0 +1,240 @@
+"""The columnar paths (query_range answers, exposition text) give exactly what the record-by-record
+paths give, on any input."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from bench.load import Load
+from bench.sources import exposition as bench_exposition
+from bench.sources import query_range_answer
+from pipelines.gpu_columns import GpuColumnsEvent
+from pipelines.parsers import dcgm, dcgm_matrix, dcgm_text
+from pipelines.parsers.base import ParseResult
+
+T0 = 1_762_077_600
+VALUES = [
+    "0.5",
+    "1",
+    "0",
+    "50",
+    "79",
+    "NaN",
+    "+Inf",
+    "-1",
+    "1.5",
+    "1e3",
+    "9223372036854775794",
+    "2147483647",
+    "140737488355328",
+    "100",
+    "41.5",
+    "79.5",
+    "70000",
+]
+METRICS = [
+    "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+    "DCGM_FI_DEV_GPU_UTIL",
+    "DCGM_FI_DEV_FB_USED",
+    "DCGM_FI_DEV_GPU_TEMP",
+    "DCGM_FI_DEV_XID_ERRORS",
+    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
+    "DCGM_FI_DEV_SM_CLOCK",
+    "up",
+]
+
+
+def outcome(result: ParseResult) -> tuple[list[bytes], list[tuple[str, str]]]:
+    return [e.to_bytes() for e in result.events], sorted((d.reason, d.raw) for d in result.dead_letters)
+
+
+CLEAN = ["1", "0", "NaN", "9223372036854775794"]  # within range of every field
+
+
+@st.composite
+def answers(draw: st.DrawFn, values: list[str] = VALUES) -> dict[str, Any]:
+    series = []
+    for _ in range(draw(st.integers(1, 8))):
+        gpu = draw(st.integers(0, 2))
+        labels = {
+            "__name__": draw(st.sampled_from(METRICS)),
+            "gpu": str(gpu),
+            "UUID": f"GPU-{gpu}",
+            draw(st.sampled_from(["Hostname", "hostname", "instance"])): draw(st.sampled_from(["n1", "n2:9400"])),
+            "modelName": "NVIDIA H100 80GB HBM3",
+        }
+        if draw(st.booleans()):
+            labels.update(
+                GPU_I_ID=draw(st.sampled_from(["1", "2", "x"])),
+                GPU_I_PROFILE=draw(st.sampled_from(["1g.10gb", "3g.40gb", "9g.1gb"])),
+            )
+        if draw(st.booleans()):
+            labels.update(namespace="ml", pod=draw(st.sampled_from(["a", "b"])))
+        times = draw(st.lists(st.sampled_from([T0, T0 + 30, T0 + 60, T0 + 90.5]), min_size=1, max_size=4))
+        points: list[Any] = [[t, draw(st.sampled_from(values))] for t in times]
+        if values is VALUES and draw(st.integers(0, 9)) == 0:
+            points.append(draw(st.sampled_from([[T0, 5], [True, "1"], [T0], "x", [T0, "1_0"], [1e300, "1"]])))
+        series.append({"metric": labels, "values": points})
+    return {"status": "success", "data": {"resultType": "matrix", "result": series}}
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(answer=answers() | answers(CLEAN), hint=st.sampled_from([None, "n9"]), interval=st.sampled_from([None, 30.0]))
+def test_columnar_path_equals_record_path(answer: dict[str, Any], hint: str | None, interval: float | None) -> None:
+    def parse(raw: object) -> ParseResult | str:
+        try:
+            return dcgm.parse_query_range(raw, cluster="c1", node=hint, interval_s=interval, origin="t")
+        except dcgm.NotThisFormat as exc:
+            return str(exc)
+
+    fast, slow = parse(orjson.dumps(answer)), parse(answer)  # decoded objects always go record by record
+    if isinstance(slow, str) or isinstance(fast, str):
+        assert fast == slow
+        return
+    assert outcome(fast) == outcome(slow)
+    assert [e.data.gpus for e in fast.events] == [e.data.gpus for e in slow.events]
+    assert fast.notes == slow.notes
+
+
+def test_clean_answers_mostly_take_the_columnar_path() -> None:
+    taken = 0
+    for seed in range(60):
+        taken += (
+            dcgm_matrix.read(
+                orjson.dumps(_clean(seed)),
+                cluster="c1",
+                node=None,
+                interval_s=None,
+                fields=dcgm.FIELDS,
+                describe=dcgm._series,
+                blank=dcgm._is_blank,
+            )
+            is not None
+        )
+    assert taken == 60
+
+
+def _clean(seed: int) -> dict[str, Any]:
+    """Several nodes, GPUs and MIG instances, each described by one label set."""
+    series: list[dict[str, Any]] = []
+    for node in range(1 + seed % 3):
+        for gpu in range(1 + seed % 4):
+            for gi in [None] if (seed + gpu) % 2 else ["1", "2"]:
+                labels: dict[str, str] = {"gpu": str(gpu), "UUID": f"GPU-{gpu}", "Hostname": f"n{node}"}
+                if gi:
+                    labels.update(GPU_I_ID=gi, GPU_I_PROFILE="3g.40gb")
+                for i, metric in enumerate(METRICS[: 2 + seed % 6]):
+                    values = [[T0 + 30 * k, CLEAN[(seed + k + i) % len(CLEAN)]] for k in range(1 + (gpu + i) % 3)]
+                    series.append({"metric": {"__name__": metric, **labels}, "values": values})
+    return {"status": "success", "data": {"resultType": "matrix", "result": series}}
+
+
+@given(seed=st.integers(0, 10_000))
+@settings(max_examples=100, deadline=None)
+def test_clean_multi_node_mig_answers_are_equal_both_ways(seed: int) -> None:
+    answer = _clean(seed)
+    fast = dcgm.parse_query_range(orjson.dumps(answer), cluster="c1")
+    slow = dcgm.parse_query_range(answer, cluster="c1")
+    assert outcome(fast) == outcome(slow) and fast.events
+
+
+def test_a_clean_answer_takes_the_columnar_path() -> None:
+    body = query_range_answer(Load(2, 30, node_prefix="m"), 4)
+    fast = dcgm_matrix.read(
+        body, cluster="c1", node=None, interval_s=None, fields=dcgm.FIELDS, describe=dcgm._series, blank=dcgm._is_blank
+    )
+    assert fast is not None and len(fast.events) == 8 and not fast.dead_letters
+    assert all(isinstance(e, GpuColumnsEvent) and e.data.n == 8 for e in fast.events)
+    slow = dcgm.parse_query_range(orjson.loads(body), cluster="c1")
+    assert outcome(fast) == outcome(slow)
+    assert fast.events[0].data.interval_s == 30.0
+
+
+def exposition(answer: dict[str, Any], stamped: bool, spoiler: str) -> str:
+    lines = ["# HELP DCGM_FI_DEV_GPU_TEMP GPU temperature (in C).", "# TYPE DCGM_FI_DEV_GPU_TEMP gauge"]
+    for series in answer["data"]["result"]:
+        metric = dict(series["metric"])
+        name = metric.pop("__name__")
+        labels = ",".join(f'{k}="{v}"' for k, v in metric.items())
+        for point in series["values"]:
+            if isinstance(point, list) and len(point) == 2 and isinstance(point[1], str):
+                stamp = f" {int(point[0] * 1000)}" if stamped and not isinstance(point[0], bool) else ""
+                lines.append(f"{name}{{{labels}}} {point[1]}{stamp}")
+    return "\n".join([*lines, spoiler]) + "\n"
+
+
+SPOILERS = [
+    "",
+    "",
+    "",
+    "# a comment",
+    'DCGM_FI_DEV_GPU_TEMP{gpu="0",UUID="GPU-0",Hostname="n1"}  41',
+    'DCGM_FI_DEV_GPU_TEMP{gpu="0",UUID="GPU-0",Hostname="n\\"1"} 41',
+    "garbage line",
+    "  ",
+    'DCGM_FI_DEV_FB_USED{gpu="1",UUID="GPU-1",hostname="n2"} 12 1762077600000',
+    'DCGM_FI_DEV_SM_CLOCK{gpu="0",gpu="0"} 1980',
+]
+
+
+def slow_exposition(text: str, **kw: Any) -> ParseResult:
+    """parse_exposition's line-by-line branch, called directly."""
+    reading = dcgm.prom.read_exposition(text, wanted=dcgm.FIELDS)
+    result = dcgm._build(
+        reading,
+        cluster="c1",
+        default_time=dcgm.prom.time_hint(kw["scrape_time"]),
+        node=kw["node"],
+        interval_s=kw["interval_s"],
+        origin="t",
+    )
+    if not reading.samples and not reading.bad:
+        dcgm._note_unread(result, dcgm._DCGM_NAME.findall(text))
+    return result
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    answer=answers() | answers(CLEAN),
+    stamped=st.booleans(),
+    spoiler=st.sampled_from(SPOILERS),
+    scrape=st.sampled_from([None, T0 + 5]),
+    hint=st.sampled_from([None, "n9"]),
+)
+def test_columnar_exposition_equals_the_line_reader(
+    answer: dict[str, Any], stamped: bool, spoiler: str, scrape: float | None, hint: str | None
+) -> None:
+    text = exposition(answer, stamped, spoiler)
+    kw: dict[str, Any] = {"scrape_time": scrape, "node": hint, "interval_s": None}
+    try:
+        fast = dcgm.parse_exposition(text, cluster="c1", origin="t", **kw)
+    except dcgm.NotThisFormat:
+        return  # decided before either reader runs
+    slow = slow_exposition(text, **kw)
+    assert outcome(fast) == outcome(slow)
+    assert fast.notes == slow.notes
+
+
+def test_a_plain_scrape_takes_the_columnar_path() -> None:
+    text = bench_exposition(Load(2, 30, node_prefix="m"), 1, 3).decode()  # dcgm-exporter's default counters
+    when = dcgm.prom.time_hint(T0)
+    fast = dcgm_text.read(
+        text,
+        cluster="c1",
+        scrape_time=when,
+        node=None,
+        interval_s=None,
+        fields=dcgm.FIELDS,
+        describe=dcgm._series,
+        blank=dcgm._is_blank,
+        convert=dcgm.convert,
+    )
+    assert fast is not None and len(fast.events) == 1 and fast.events[0].data.n == 8
+    slow = slow_exposition(text, scrape_time=T0, node=None, interval_s=None)
+    assert outcome(fast) == outcome(slow) and outcome(
+        dcgm.parse_exposition(text, cluster="c1", scrape_time=T0)
+    ) == outcome(slow)

@@ -45,6 +45,7 @@ DIMENSIONS = (
 IDLE_DIMENSIONS = ("team", "business_unit", "node", "gpu_model")
 UNIT_COST_DIMENSIONS = ("model", "team", "business_unit", "cluster")
 IDLE_CAUSE_DIMENSIONS = ("team", "business_unit", "model", "job", "namespace", "node", "gpu_model", "cluster")
+IDLE_SHARES = ("policy", "separate", "weighted", "even")
 IDLE_CAUSES = ("checkpoint", "storage_stall", "fabric_degraded", "startup", "teardown", "idle", "unobserved")
 # the rules' constants (docs/ATTRIBUTION.md "Idle causes")
 IDLE_CAUSE_RULES: tuple[tuple[str, Any], ...] = (
@@ -75,12 +76,13 @@ class Report:
     owned: bool = True  # False: rows belong to no business unit; a scope may not see the report
     extra: tuple[str, ...] = ()  # further parameters the report requires (unit-cost: unit)
     fixed: tuple[tuple[str, Any], ...] = ()  # parameters of the report's rules, not the caller's
+    costed: bool = False  # each row carries its cost (dagster_project/defs/costs/ranges.py)
 
 
 REPORTS: dict[str, Report] = {
     r.name: r
     for r in (
-        Report("gpu-hours", "gpu_hours", "GPU-hours", DIMENSIONS, "team"),
+        Report("gpu-hours", "gpu_hours", "GPU-hours", DIMENSIONS, "team", costed=True),
         Report("failures", "failures", "failure burn", limit=True, scope_column="business_unit"),
         Report("idle", "idle", "idle", IDLE_DIMENSIONS, "team", scoped_dimensions=("team", "business_unit")),
         Report(
@@ -185,20 +187,61 @@ def run(
     limit: int = 50,
     business_unit: str | None = None,
     extra: dict[str, str | None] | None = None,
+    idle: str | None = None,
 ) -> Result:
-    """Rows of report ``name`` as records; several dimensions become one column each."""
+    """Rows of report ``name`` as records; several dimensions become one column each. GPU-hours rows
+    carry their cost (``idle``: policy | separate | weighted | even, how idle capacity is charged)."""
     report = REPORTS[name]
     dims = parse_by(report, by)
     more = parse_extra(report, extra)
+    share = parse_idle(report, idle)
     if business_unit is not None:
-        return _scoped(client, report, dims, start, end, cluster, limit, business_unit, more)
+        return _scoped(client, report, dims, start, end, cluster, limit, business_unit, more, share)
     params: dict[str, Any] = {"start": start, "end": end, "cluster": cluster, **more, **dict(report.fixed)}
     if dims:
         params["by"] = ",".join(dims)
     if report.limit:
         params["limit"] = limit
     columns, rows = _query(client, report.query, params)
+    if report.costed:
+        columns, rows = _with_cost(client, columns, rows, dims, start, end, cluster, share)
     return _result(columns, rows, dims, start, end)
+
+
+def parse_idle(report: Report, idle: str | None) -> str:
+    """How a costed report charges idle capacity: ``policy`` (the pricing file's idle policy, the
+    default), ``separate`` (its own row, ``__idle__``), ``weighted`` (shared by usage), ``even``."""
+    if idle is None:
+        return "policy"
+    if not report.costed:
+        raise BadRequest(f"{report.name} takes no idle option")
+    if idle not in IDLE_SHARES:
+        raise BadRequest(f"idle must be one of {', '.join(IDLE_SHARES)}, not {idle!r}")
+    return idle
+
+
+def _with_cost(
+    client: Client,
+    columns: list[str],
+    rows: list[tuple[Any, ...]],
+    dims: list[str],
+    start: datetime,
+    end: datetime,
+    cluster: str,
+    idle: str,
+) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """The rows with their cost columns; the idle and shared costs nobody took as rows of their own."""
+    from dagster_project.defs.costs.ranges import RowCost, range_costs
+    from pipelines.settings import get_settings
+
+    if not columns:  # an empty answer without its column names: nothing was used, nothing cost
+        return columns, rows
+    costs = range_costs(client, start, end, dims, cluster, get_settings().cluster, idle)  # type: ignore[arg-type]
+    names = list(RowCost().record())
+    out = [(*row, *costs.pop(str(row[0]), RowCost()).record().values()) for row in rows]
+    blank = tuple(0.0 for _ in columns[1:])
+    out += [(key, *blank, *cost.record().values()) for key, cost in sorted(costs.items())]
+    return ([*columns, *names] if columns else columns), out
 
 
 def _scoped(
@@ -211,6 +254,7 @@ def _scoped(
     limit: int,
     unit: str,
     more: dict[str, str],
+    idle: str = "policy",
 ) -> Result:
     if not report.owned:
         raise OutOfScope(f"{report.name} lists rows of every business unit; a token for {unit} may not read it")
@@ -232,6 +276,8 @@ def _scoped(
         report.query,
         {"start": start, "end": end, "cluster": cluster, "by": ",".join(wanted), **more, **dict(report.fixed)},
     )
+    if report.costed:
+        columns, rows = _with_cost(client, columns, rows, wanted, start, end, cluster, idle)
     kept = []
     for row in rows:
         parts = str(row[0]).split(KEY_SEPARATOR)

@@ -50,14 +50,17 @@ def time_range(start: str | None, end: str | None, window: str | None = None) ->
 
 
 def report(name: str, *, by: str | None = None, start: str | None, end: str | None, window: str | None,
-           cluster: str | None, fmt: Format, limit: int = 50, extra: dict[str, str | None] | None = None) -> None:
+           cluster: str | None, fmt: Format, limit: int = 50, extra: dict[str, str | None] | None = None,
+           idle: str | None = None) -> None:
     """Run report ``name`` (``pipelines.reports``) and print it."""
     a, b = time_range(start, end, window)
     reports.parse_by(reports.REPORTS[name], by)  # a bad grouping is a usage error before any connection
     reports.parse_extra(reports.REPORTS[name], extra)
+    reports.parse_idle(reports.REPORTS[name], idle)
     client = get_client(get_settings())
     try:
-        result = reports.run(client, name, by=by, start=a, end=b, cluster=cluster or "", limit=limit, extra=extra)
+        result = reports.run(client, name, by=by, start=a, end=b, cluster=cluster or "", limit=limit, extra=extra,
+                             idle=idle)
     finally:
         client.close()
     spec = reports.REPORTS[name]
@@ -109,9 +112,13 @@ def _cell(value: Any) -> str:
 @report_app.command("gpu-hours")
 def gpu_hours(by: Annotated[str, typer.Option(help="group by one or several of: " + ", ".join(reports.DIMENSIONS))]
               = "team", start: FromOpt = None, end: ToOpt = None, window: WindowOpt = None,
-              cluster: ClusterOpt = None, format: FormatOpt = Format.table) -> None:
-    """Allocated, busy and failed GPU-hours per group; unallocated capacity as `__unallocated__`."""
-    report("gpu-hours", by=by, start=start, end=end, window=window, cluster=cluster, fmt=format)
+              cluster: ClusterOpt = None, format: FormatOpt = Format.table,
+              idle: Annotated[str | None, typer.Option(
+                  help="idle capacity cost: policy (the pricing file's idle policy, default), separate (its own "
+                       "row __idle__), weighted (shared by usage) or even (shared equally)")] = None) -> None:
+    """Allocated, busy and failed GPU-hours per group and their cost (compute, failure waste, idle
+    share, shared costs, total); unallocated capacity as `__unallocated__`."""
+    report("gpu-hours", by=by, start=start, end=end, window=window, cluster=cluster, fmt=format, idle=idle)
 
 
 @report_app.command("failures")

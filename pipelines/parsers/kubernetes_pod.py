@@ -17,6 +17,12 @@ GPU resource is not read (``read_pod`` returns ``None``): it holds no GPU-second
 Device ids come from the pod annotation ``gpuledger.io/devices`` (comma-separated kubelet
 PodResources ids: ``GPU-<uuid>``, ``MIG-<uuid>``, ``<id>::<replica>``) unless the caller knows
 them from the PodResources API (:func:`pipelines.parsers.kubernetes.parse_pod_resources`).
+
+Owner labels: the attribution reads the team and the model from the pod labels ``team`` and
+``model``. Which labels name them is configurable (``GPULEDGER_TEAM_LABEL_KEYS``,
+``GPULEDGER_MODEL_LABEL_KEYS``: comma-separated, the first present wins), so the pod's ``team`` and
+``model`` labels are set here from the first configured key present (and dropped when no
+configured key is present), for every event parsed from then on (:func:`owner_labels`).
 """
 
 from __future__ import annotations
@@ -94,9 +100,38 @@ class PodView:
         return sum(c.restart_count for c in self.containers)
 
 
-def read_pod(pod: dict[str, Any], *, replicas: int | None = None, dra: DraInventory | None = None) -> PodView | None:
+OwnerKeys = tuple[tuple[str, ...], tuple[str, ...]]  # (team label keys, model label keys)
+
+
+def configured_owner_keys() -> OwnerKeys:
+    from pipelines.settings import get_settings
+
+    settings = get_settings()
+    return settings.team_label_key_list, settings.model_label_key_list
+
+
+def owner_labels(labels: dict[str, str], keys: OwnerKeys) -> dict[str, str]:
+    """``labels`` with ``team`` and ``model`` taken from the first of their configured keys present."""
+    out = dict(labels)
+    for name, names in zip(("team", "model"), keys, strict=True):
+        value = next((labels[k] for k in names if labels.get(k)), None)
+        if value is None:
+            out.pop(name, None)
+        else:
+            out[name] = value
+    return out
+
+
+def read_pod(
+    pod: dict[str, Any],
+    *,
+    replicas: int | None = None,
+    dra: DraInventory | None = None,
+    owner_keys: OwnerKeys | None = None,
+) -> PodView | None:
     """The pod's values, or None when it holds no GPU (by resources, or by a ResourceClaim ``dra``
-    resolves). Raises ValueError on a malformed pod or a claim that cannot be resolved."""
+    resolves). Raises ValueError on a malformed pod or a claim that cannot be resolved.
+    ``owner_keys``: which labels name the team and the model (default: the settings')."""
     meta, spec, status = json_object(pod, "metadata"), json_object(pod, "spec"), json_object(pod, "status")
     annotations = _str_map(meta.get("annotations"), "annotations")
     gpus, gpu_names = pod_gpus(spec, annotations, replicas)
@@ -121,7 +156,7 @@ def read_pod(pod: dict[str, Any], *, replicas: int | None = None, dra: DraInvent
         ),
         {},
     )
-    labels = _str_map(meta.get("labels"), "labels")
+    labels = owner_labels(_str_map(meta.get("labels"), "labels"), owner_keys or configured_owner_keys())
     deletion = parse_rfc3339(meta.get("deletionTimestamp"))
     grace = meta.get("deletionGracePeriodSeconds")
     requested = deletion - timedelta(seconds=grace) if deletion and isinstance(grace, int) else deletion

@@ -354,9 +354,9 @@ def merge_lines(lines: Iterable[CostLine]) -> list[CostLine]:
                 failure_waste_gpu_hours=prev.failure_waste_gpu_hours + line.failure_waste_gpu_hours,
                 energy_kwh=prev.energy_kwh + line.energy_kwh,
                 energy_cost=_plus(prev.energy_cost, line.energy_cost),  # type: ignore[arg-type]
-                carbon_kg=_plus(prev.carbon_kg, line.carbon_kg),
+                carbon_kg=_plus(prev.carbon_kg, line.carbon_kg),  # type: ignore[arg-type]
             )
-        )  # type: ignore[arg-type]
+        )
     return [merged[k] for k in sorted(merged, key=repr)]
 
 

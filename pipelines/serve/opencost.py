@@ -30,10 +30,24 @@ from pipelines.settings import Settings
 MAX_SETS = 1000
 IDLE_NAME = "__idle__"
 CAPACITY_ROWS = ("__unallocated__", "__unavailable__")
-NOT_MEASURED = ("cpuCores", "cpuCoreHours", "cpuCost", "ramBytes", "ramByteHours", "ramCost", "pvCost",
-                "networkCost", "loadBalancerCost", "externalCost")
-PROPERTY_NAMES = {"business_unit": "businessUnit", "gpu_model": "gpuModel", "workload_kind": "workloadKind",
-                  "failure_reason": "failureReason"}
+NOT_MEASURED = (
+    "cpuCores",
+    "cpuCoreHours",
+    "cpuCost",
+    "ramBytes",
+    "ramByteHours",
+    "ramCost",
+    "pvCost",
+    "networkCost",
+    "loadBalancerCost",
+    "externalCost",
+)
+PROPERTY_NAMES = {
+    "business_unit": "businessUnit",
+    "gpu_model": "gpuModel",
+    "workload_kind": "workloadKind",
+    "failure_reason": "failureReason",
+}
 
 
 def ts(t: datetime) -> str:
@@ -79,8 +93,9 @@ def allocation(name: str, row: dict[str, Any], dims: list[str], start: datetime,
     }
 
 
-def allocation_set(rows: list[dict[str, Any]], dims: list[str], start: datetime, end: datetime,
-                   include_idle: bool) -> dict[str, dict[str, Any]]:
+def allocation_set(
+    rows: list[dict[str, Any]], dims: list[str], start: datetime, end: datetime, include_idle: bool
+) -> dict[str, dict[str, Any]]:
     """A step's rows as ``{name: allocation}``; names join the aggregate's values with ``/`` as
     OpenCost does. Idle capacity (unallocated and unavailable GPU-hours, and the idle cost nobody
     was given) is ``__idle__`` when idle is included, else left out."""
@@ -118,12 +133,11 @@ def router(
     settings: Settings,
     max_days: float,
 ) -> APIRouter:
-    api = APIRouter(tags=["OpenCost-compatible"])
-    Scoped = Annotated[Scope, Depends(scope)]
+    # the bearer token's scope, resolved for every route (401 without a known token); on request.state
+    api = APIRouter(tags=["OpenCost-compatible"], dependencies=[Depends(scope)])
 
     def compute(
         request: Request,
-        who: Scoped,
         window: str,
         aggregate: str | None = None,
         step: str | None = None,
@@ -136,8 +150,18 @@ def router(
     ) -> JSONResponse:
         """Allocations per ``aggregate`` over ``window``, one set per ``step`` (OpenCost's API)."""
         try:
-            data = _sets(who, window, aggregate, step, accumulate, idle, include_idle, share_idle, share_split,
-                         cluster)
+            data = _sets(
+                request.state.scope,
+                window,
+                aggregate,
+                step,
+                accumulate,
+                idle,
+                include_idle,
+                share_idle,
+                share_split,
+                cluster,
+            )
         except reports.BadRequest as exc:
             return JSONResponse({"code": 400, "message": " ".join(str(exc).split())}, status_code=400)
         except reports.OutOfScope as exc:
@@ -145,9 +169,18 @@ def router(
         request.state.rows = sum(len(s) for s in data)
         return JSONResponse({"code": 200, "data": data})
 
-    def _sets(who: Scope, window: str, aggregate: str | None, step: str | None, accumulate: str | None,
-              idle: str | None, include_idle: str | None, share_idle: str | None, share_split: str | None,
-              cluster: str) -> list[dict[str, dict[str, Any]]]:
+    def _sets(
+        who: Scope,
+        window: str,
+        aggregate: str | None,
+        step: str | None,
+        accumulate: str | None,
+        idle: str | None,
+        include_idle: str | None,
+        share_idle: str | None,
+        share_split: str | None,
+        cluster: str,
+    ) -> list[dict[str, dict[str, Any]]]:
         start, end = words.window(window, datetime.now(UTC))
         if end - start > timedelta(days=max_days):
             raise reports.BadRequest(f"the window is longer than {max_days:g} days")
@@ -157,13 +190,24 @@ def router(
         if split not in ("weighted", "even"):
             raise reports.BadRequest(f"illegal shareSplit: {share_split!r} (weighted or even)")
         sharing = split if words.boolean("shareIdle", share_idle, False) else "separate"
-        parts = [(start, end)] if words.boolean("accumulate", accumulate, False) else steps(
-            start, end, words.step(step, end - start))
+        parts = (
+            [(start, end)]
+            if words.boolean("accumulate", accumulate, False)
+            else steps(start, end, words.step(step, end - start))
+        )
         out = []
         with warehouse() as client:
             for a, b in parts:
-                rows = reports.run(client, "gpu-hours", by=dims, start=a, end=b, cluster=cluster,
-                                   business_unit=who.business_unit, idle=sharing).records
+                rows = reports.run(
+                    client,
+                    "gpu-hours",
+                    by=dims,
+                    start=a,
+                    end=b,
+                    cluster=cluster,
+                    business_unit=who.business_unit,
+                    idle=sharing,
+                ).records
                 out.append(allocation_set(rows, dims, a, b, with_idle and sharing == "separate"))
         return out
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -89,6 +89,7 @@ def range_lines(
     policy: SharePolicy | None = None,
 ) -> tuple[list[ChargeLine], dict[str, str]]:
     """The range's cost lines in cents (owners: :func:`owner_dimensions`) and each cluster's currency."""
+    end = min(end, datetime.now(UTC))  # seconds still to come cost nothing yet
     books = books_from_warehouse(client)
     owner = owner_dimensions(dims, idle)
     segments = fetch_day_segments(client, start, end, books, owner, cluster)

@@ -8,7 +8,7 @@ from decimal import Decimal
 
 import pytest
 
-from dagster_project.defs.costs.model import PLATFORM, SharePolicy, allocate_day
+from dagster_project.defs.costs.model import PLATFORM, SharePolicy, UsageSegment, allocate_day
 from dagster_project.defs.costs.ranges import IDLE_ROW, PLATFORM_ROW, day_parts, owner_dimensions, row_key
 from tests.unit.test_cost_model import MAR16, A, B, alloc, book, by, day, free
 
@@ -52,7 +52,8 @@ def test_lines_go_to_the_rows_of_the_report() -> None:
     owner = owner_dimensions(["namespace", "team"])
     assert owner == ("business_unit", "team", "model", "namespace")
     assert owner_dimensions(["namespace", "team"], "even") == ("namespace", "team")
-    line = allocate_day(*day(MAR16), [alloc(("bu", "t", "m", "ns"), 1)], book(), SharePolicy()).lines[0]
+    segment = UsageSegment("H100", MAR16, "allocated", ("bu", "t", "m", "ns"), 3600.0)
+    line = allocate_day(*day(MAR16), [segment], book(), SharePolicy()).lines[0]
     assert row_key(line, ["namespace", "team"], owner) == "ns\x1ft"
     platform = allocate_day(*day(MAR16), [free(2)], book(network="31"), SharePolicy()).lines
     assert {row_key(ln, ["team"], owner) for ln in platform} == {IDLE_ROW, PLATFORM_ROW}

@@ -133,12 +133,13 @@ def router(
     settings: Settings,
     max_days: float,
 ) -> APIRouter:
-    # the bearer token's scope, resolved for every route (401 without a known token); on request.state
-    api = APIRouter(tags=["OpenCost-compatible"], dependencies=[Depends(scope)])
+    api = APIRouter(tags=["OpenCost-compatible"])
+    scoped = Depends(scope)  # the bearer token's scope (401 without a known token)
 
     def compute(
         request: Request,
         window: str,
+        who: Scope = scoped,
         aggregate: str | None = None,
         step: str | None = None,
         accumulate: str | None = None,

@@ -3,6 +3,8 @@ evenly) on hand-computed examples, and how a range is cut into the parts the dai
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from datetime import timedelta
 from decimal import Decimal
 
@@ -57,3 +59,20 @@ def test_lines_go_to_the_rows_of_the_report() -> None:
     assert row_key(line, ["namespace", "team"], owner) == "ns\x1ft"
     platform = allocate_day(*day(MAR16), [free(2)], book(network="31"), SharePolicy()).lines
     assert {row_key(ln, ["team"], owner) for ln in platform} == {IDLE_ROW, PLATFORM_ROW}
+
+
+def test_the_cost_rule_imports_without_dagster() -> None:
+    """``report gpu-hours`` and ``gpuledger serve`` price rows with it in installs without the
+    dagster extra (a meta-path finder here refuses Dagster as a missing package)."""
+    code = (
+        "import sys\n"
+        "class NoDagster:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] == 'dagster':\n"
+        "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
+        "sys.meta_path.insert(0, NoDagster())\n"
+        "import dagster_project.defs.costs.ranges, pipelines.reports\n"
+        "assert 'dagster' not in sys.modules\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr

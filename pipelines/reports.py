@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from pipelines.cli.main_errors import UsageFailure
 from pipelines.windows import BadWindow, parse_window
@@ -231,17 +231,18 @@ def _with_cost(
     idle: str,
 ) -> tuple[list[str], list[tuple[Any, ...]]]:
     """The rows with their cost columns; the idle and shared costs nobody took as rows of their own."""
-    from dagster_project.defs.costs.ranges import RowCost, range_costs
+    from dagster_project.defs.costs.ranges import IdleShare, RowCost, range_costs
     from pipelines.settings import get_settings
 
     if not columns:  # an empty answer without its column names: nothing was used, nothing cost
         return columns, rows
-    costs = range_costs(client, start, end, dims, cluster, get_settings().cluster, idle)  # type: ignore[arg-type]
+    share = cast("IdleShare", idle)  # checked by parse_idle
+    costs = range_costs(client, start, end, dims, cluster, get_settings().cluster, share)
     names = list(RowCost().record())
     out = [(*row, *costs.pop(str(row[0]), RowCost()).record().values()) for row in rows]
     blank = tuple(0.0 for _ in columns[1:])
     out += [(key, *blank, *cost.record().values()) for key, cost in sorted(costs.items())]
-    return ([*columns, *names] if columns else columns), out
+    return [*columns, *names], out
 
 
 def _scoped(

@@ -30,9 +30,19 @@ from dagster_project.defs.costs.model import PLATFORM, CostLine, IdleShare, Shar
 from dagster_project.defs.costs.monthly import ChargeLine, month_lines
 from dagster_project.defs.costs.price_books import book_for, books_from_warehouse
 
+__all__ = [
+    "IDLE_ROW",
+    "PLATFORM_ROW",
+    "IdleShare",
+    "RowCost",
+    "day_parts",
+    "owner_dimensions",
+    "range_costs",
+    "range_lines",
+    "row_key",
+]
 IDLE_ROW = "__idle__"  # idle capacity cost nobody was given (policy platform, or idle=separate)
 PLATFORM_ROW = "__platform__"  # shared monthly costs nobody was given (no usage in a day, basis platform)
-SHARED = ("network", "storage", "support", "operations")
 # a cost row's money, in cents: term -> field
 FIELDS = {"compute": "compute_cost", "retries": "failure_waste_cost", "idle": "idle_cost"}
 COST_FIELDS = ("compute_cost", "failure_waste_cost", "idle_cost", "shared_cost", "total_cost")

@@ -77,12 +77,13 @@ class Report:
     extra: tuple[str, ...] = ()  # further parameters the report requires (unit-cost: unit)
     fixed: tuple[tuple[str, Any], ...] = ()  # parameters of the report's rules, not the caller's
     costed: bool = False  # each row carries its cost (dagster_project/defs/costs/ranges.py)
+    labels: bool = False  # --by also takes label:<key>, a pod label of the attempt
 
 
 REPORTS: dict[str, Report] = {
     r.name: r
     for r in (
-        Report("gpu-hours", "gpu_hours", "GPU-hours", DIMENSIONS, "team", costed=True),
+        Report("gpu-hours", "gpu_hours", "GPU-hours", DIMENSIONS, "team", costed=True, labels=True),
         Report("failures", "failures", "failure burn", limit=True, scope_column="business_unit"),
         Report("idle", "idle", "idle", IDLE_DIMENSIONS, "team", scoped_dimensions=("team", "business_unit")),
         Report(
@@ -153,15 +154,20 @@ def parse_by(report: Report, by: str | Sequence[str] | None) -> list[str]:
             raise BadRequest(f"{report.name} takes no grouping")
         return []
     items = [b.strip() for b in (by.split(",") if isinstance(by, str) else by or [])] or [report.default_by]
-    unknown = [b for b in items if b not in report.dimensions]
+    unknown = [b for b in items if b not in report.dimensions and not _label(report, b)]
     if unknown or "" in items:
         raise BadRequest(
             f"unknown grouping {','.join(unknown) or '(empty)'!r} for {report.name}: "
-            f"one or several of {', '.join(report.dimensions)}"
+            f"one or several of {', '.join(report.dimensions)}{', label:<key>' if report.labels else ''}"
         )
     if len(set(items)) != len(items):
         raise BadRequest(f"a grouping is repeated: {','.join(items)}")
     return items
+
+
+def _label(report: Report, dim: str) -> bool:
+    """``label:<key>``: a pod label as a dimension, where the report takes them."""
+    return report.labels and dim.startswith("label:") and bool(dim[len("label:") :].strip()) and "," not in dim
 
 
 def parse_extra(report: Report, extra: dict[str, str | None] | None) -> dict[str, str]:
@@ -269,7 +275,7 @@ def _scoped(
     if not dims:  # a report without owner groups: nothing of another unit in it
         return run(client, report.name, start=start, end=end, cluster=cluster, limit=limit)
     allowed = report.scoped_dimensions or report.dimensions
-    if any(d not in allowed for d in dims):
+    if any(d not in allowed and not _label(report, d) for d in dims):
         raise OutOfScope(f"a token for one business unit may group {report.name} by {', '.join(allowed)} only")
     wanted = dims if dims[0] == "business_unit" else ["business_unit", *[d for d in dims if d != "business_unit"]]
     columns, rows = _query(

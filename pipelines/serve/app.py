@@ -263,7 +263,7 @@ def create_app(settings: Settings, tokens: Tokens, max_days: float = 400.0, stal
             page = html.render(data.collect(client, cluster or settings.cluster, a, b))
         return HTMLResponse(page)
 
-    app.include_router(opencost_router(request_scope, warehouse, settings, max_days))
+    app.include_router(opencost_router(request_scope, warehouse, max_days))
     app.state.started = time.time()
     return app
 

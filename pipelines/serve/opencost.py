@@ -25,7 +25,6 @@ from fastapi.responses import JSONResponse
 from pipelines import reports
 from pipelines.serve import opencost_window as words
 from pipelines.serve.tokens import Scope
-from pipelines.settings import Settings
 
 MAX_SETS = 1000
 IDLE_NAME = "__idle__"
@@ -63,7 +62,12 @@ def allocation(name: str, row: dict[str, Any], dims: list[str], start: datetime,
     gpu_cost = None if total is None else round(total - float(row.get("shared_cost") or 0.0), 2)
     props: dict[str, Any] = {}
     if not name.startswith("__"):
-        props = {PROPERTY_NAMES.get(d, d): row.get(d, row.get("key")) for d in dims}
+        for d in dims:
+            value = row.get(d, row.get("key"))
+            if d.startswith("label:"):  # OpenCost's properties.labels
+                props.setdefault("labels", {})[d.removeprefix("label:")] = value
+            else:
+                props[PROPERTY_NAMES.get(d, d)] = value
     span_h = (end - start).total_seconds() / 3600
     return {
         "name": name,
@@ -130,7 +134,6 @@ def steps(start: datetime, end: datetime, step: timedelta) -> list[tuple[datetim
 def router(
     scope: Callable[..., Scope],
     warehouse: Callable[[], AbstractContextManager[Client]],
-    settings: Settings,
     max_days: float,
 ) -> APIRouter:
     api = APIRouter(tags=["OpenCost-compatible"])
@@ -185,7 +188,7 @@ def router(
         start, end = words.window(window, datetime.now(UTC))
         if end - start > timedelta(days=max_days):
             raise reports.BadRequest(f"the window is longer than {max_days:g} days")
-        dims = words.aggregate(aggregate, settings.team_label_key_list, settings.model_label_key_list)
+        dims = words.aggregate(aggregate)
         with_idle = words.boolean("includeIdle", include_idle, words.boolean("idle", idle, False))
         split = (share_split or "weighted").strip().lower()
         if split not in ("weighted", "even"):

@@ -16,10 +16,24 @@ _RFC3339 = r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2})"
 _RFC_PAIR = re.compile(rf"^({_RFC3339}),({_RFC3339})$")
 UNITS = {"m": timedelta(minutes=1), "h": timedelta(hours=1), "d": timedelta(days=1), "w": timedelta(weeks=1)}
 # OpenCost's property names (and gpuledger's own) -> report dimension
-PROPERTIES = {"namespace": "namespace", "cluster": "cluster", "node": "node", "team": "team", "model": "model",
-              "business_unit": "business_unit", "businessunit": "business_unit", "department": "business_unit",
-              "job": "job", "pod": "job", "account": "account", "user": "user", "queue": "queue",
-              "gpu_model": "gpu_model", "workload_kind": "workload_kind", "controllerkind": "workload_kind"}
+PROPERTIES = {
+    "namespace": "namespace",
+    "cluster": "cluster",
+    "node": "node",
+    "team": "team",
+    "model": "model",
+    "business_unit": "business_unit",
+    "businessunit": "business_unit",
+    "department": "business_unit",
+    "job": "job",
+    "pod": "job",
+    "account": "account",
+    "user": "user",
+    "queue": "queue",
+    "gpu_model": "gpu_model",
+    "workload_kind": "workload_kind",
+    "controllerkind": "workload_kind",
+}
 
 
 def window(text: str, now: datetime) -> tuple[datetime, datetime]:
@@ -88,28 +102,24 @@ def boolean(name: str, text: str | None, default: bool) -> bool:
     raise BadRequest(f"illegal {name}: {text!r} (true or false)")
 
 
-def aggregate(text: str | None, team_keys: tuple[str, ...], model_keys: tuple[str, ...]) -> list[str]:
-    """Report dimensions of ``aggregate`` (``namespace``, ``team,model``, ``label:<key>``).
-
-    ``label:<key>`` groups by a pod label gpuledger resolves: a key configured for the team
-    (``GPULEDGER_TEAM_LABEL_KEYS``) is the team, one configured for the model is the model."""
+def aggregate(text: str | None) -> list[str]:
+    """Report dimensions of ``aggregate`` (``namespace``, ``team,model``, ``label:<key>``: the
+    attempt's pod label ``<key>``, as its allocation events carried it)."""
     items = [a.strip() for a in (text or "job").split(",") if a.strip()]
     out: list[str] = []
     for item in items:
         if item.lower().startswith("label:"):
             key = item.split(":", 1)[1].strip()
-            dim = "team" if key in team_keys else "model" if key in model_keys else None
-            if dim is None:
-                known = ", ".join(f"label:{k}" for k in (*team_keys, *model_keys))
-                raise BadRequest(
-                    f"label {key!r} is not kept: gpuledger groups by the pod labels that name the team or the "
-                    f"model ({known}); add it to GPULEDGER_TEAM_LABEL_KEYS or GPULEDGER_MODEL_LABEL_KEYS"
-                )
+            if not key:
+                raise BadRequest(f"illegal aggregate: {item!r} (label:<key>)")
+            dim = f"label:{key}"
         else:
-            dim = PROPERTIES.get(item.lower().replace("-", "_"), item if item in DIMENSIONS else None)
-            if dim is None:
-                raise BadRequest(f"illegal aggregate: {item!r} (one or several of {', '.join(sorted(PROPERTIES))}, "
-                                 "or label:<key>)")
+            found = PROPERTIES.get(item.lower().replace("-", "_"), item if item in DIMENSIONS else None)
+            if found is None:
+                raise BadRequest(
+                    f"illegal aggregate: {item!r} (one or several of {', '.join(sorted(PROPERTIES))}, or label:<key>)"
+                )
+            dim = found
         if dim not in out:
             out.append(dim)
     return out

@@ -36,9 +36,23 @@ INNER JOIN
                                         d = 'job', logical_job, d = 'node', toString(node),
                                         d = 'gpu_model', toString(gpu_model), d = 'failure_reason', failure_reason,
                                         d = 'cluster', toString(cluster), d = 'user', user, d = 'queue', queue,
-                                        d = 'workload_kind', workload_kind, 'all'), dims),
+                                        d = 'workload_kind', workload_kind,
+                                        startsWith(d, 'label:'), if(pod_labels[substring(d, 7)] = '', '__unlabelled__',
+                                                                    pod_labels[substring(d, 7)]),
+                                        'all'), dims),
                   gpu_seconds) AS owner
-    FROM resolved_facts
+    FROM resolved_facts AS f
+    LEFT JOIN
+    (
+        -- pod labels per attempt, for `label:<key>` dimensions (as gpu_hours.sql reads them)
+        SELECT cluster AS lb_cluster, scheduler AS lb_scheduler, job_id AS lb_job_id, attempt AS lb_attempt,
+               CAST(argMax(JSONExtractKeysAndValues(payload, 'owner', 'labels', 'String'), time),
+                    'Map(String, String)') AS pod_labels
+        FROM raw_scheduler_allocations
+        WHERE arrayExists(d -> startsWith(d, 'label:'), dims)
+        GROUP BY lb_cluster, lb_scheduler, lb_job_id, lb_attempt
+    ) AS lb ON lb.lb_cluster = f.cluster AND lb.lb_scheduler = f.scheduler AND lb.lb_job_id = f.job_id
+           AND lb.lb_attempt = f.attempt
     WHERE window_start >= {start:DateTime64(3, 'UTC')} AND window_start < {end:DateTime64(3, 'UTC')}
       AND kind = 'allocated' AND ({cluster:String} = '' OR cluster = {cluster:String})
     GROUP BY o_day, cluster, job_id

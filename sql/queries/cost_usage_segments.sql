@@ -24,14 +24,28 @@ FROM
                                  d = 'account', account, d = 'model', model, d = 'job', logical_job,
                                  d = 'node', toString(node), d = 'gpu_model', toString(gpu_model),
                                  d = 'failure_reason', failure_reason, d = 'cluster', toString(cluster),
-                                 d = 'user', user, d = 'queue', queue, d = 'workload_kind', workload_kind, 'all'),
+                                 d = 'user', user, d = 'queue', queue, d = 'workload_kind', workload_kind,
+                                 startsWith(d, 'label:'), if(pod_labels[substring(d, 7)] = '', '__unlabelled__',
+                                                             pod_labels[substring(d, 7)]),
+                                 'all'),
                     dims),
            []) AS owner,
         sum(gpu_seconds) AS gpu_seconds,
         sum(busy_seconds) AS busy_seconds,
         sum(unobserved_seconds) AS unobserved_seconds,
         sum(energy_joules) AS energy_joules
-    FROM resolved_facts
+    FROM resolved_facts AS f
+    LEFT JOIN
+    (
+        -- pod labels per attempt, for `label:<key>` dimensions (as gpu_hours.sql reads them)
+        SELECT cluster AS lb_cluster, scheduler AS lb_scheduler, job_id AS lb_job_id, attempt AS lb_attempt,
+               CAST(argMax(JSONExtractKeysAndValues(payload, 'owner', 'labels', 'String'), time),
+                    'Map(String, String)') AS pod_labels
+        FROM raw_scheduler_allocations
+        WHERE arrayExists(d -> startsWith(d, 'label:'), dims)
+        GROUP BY lb_cluster, lb_scheduler, lb_job_id, lb_attempt
+    ) AS lb ON lb.lb_cluster = f.cluster AND lb.lb_scheduler = f.scheduler AND lb.lb_job_id = f.job_id
+           AND lb.lb_attempt = f.attempt
     WHERE window_start >= {start:DateTime64(3, 'UTC')} AND window_start < {end:DateTime64(3, 'UTC')}
       AND ({cluster:String} = '' OR cluster = {cluster:String})
     GROUP BY day, cluster, gpu_model, segment_start, kind, owner
@@ -46,10 +60,24 @@ LEFT JOIN
                               d = 'account', account, d = 'model', model, d = 'job', logical_job,
                               d = 'node', toString(node), d = 'gpu_model', toString(gpu_model),
                               d = 'failure_reason', failure_reason, d = 'cluster', toString(cluster),
-                              d = 'user', user, d = 'queue', queue, d = 'workload_kind', workload_kind, 'all'),
+                              d = 'user', user, d = 'queue', queue, d = 'workload_kind', workload_kind,
+                                 startsWith(d, 'label:'), if(pod_labels[substring(d, 7)] = '', '__unlabelled__',
+                                                             pod_labels[substring(d, 7)]),
+                                 'all'),
                  dims) AS l_owner,
         sum(lost_seconds) AS lost
-    FROM failed_facts
+    FROM failed_facts AS f
+    LEFT JOIN
+    (
+        -- pod labels per attempt, for `label:<key>` dimensions (as gpu_hours.sql reads them)
+        SELECT cluster AS lb_cluster, scheduler AS lb_scheduler, job_id AS lb_job_id, attempt AS lb_attempt,
+               CAST(argMax(JSONExtractKeysAndValues(payload, 'owner', 'labels', 'String'), time),
+                    'Map(String, String)') AS pod_labels
+        FROM raw_scheduler_allocations
+        WHERE arrayExists(d -> startsWith(d, 'label:'), dims)
+        GROUP BY lb_cluster, lb_scheduler, lb_job_id, lb_attempt
+    ) AS lb ON lb.lb_cluster = f.cluster AND lb.lb_scheduler = f.scheduler AND lb.lb_job_id = f.job_id
+           AND lb.lb_attempt = f.attempt
     WHERE window_start >= {start:DateTime64(3, 'UTC')} AND window_start < {end:DateTime64(3, 'UTC')}
       AND ({cluster:String} = '' OR cluster = {cluster:String})
     GROUP BY l_day, l_cluster, l_gpu_model, l_segment, l_owner

@@ -5,7 +5,8 @@
 -- The whole hours inside the range come from the hourly rollup (current_hourly, resolved as
 -- resolved_hourly does); only the partial hours at its edges, [start, first whole hour) and
 -- [last whole hour's end, end), are read window by window from resolved_facts. The answer equals
--- gpu_hours_facts.sql, which reads every window.
+-- gpu_hours_facts.sql, which reads every window. A dimension `label:<key>` is the attempt's pod label
+-- <key> (`__unlabelled__` without it).
 WITH
     -- one or several dimensions: {by} is 'team' or 'team,model'; a key joins their values with \x1F
     splitByChar(',', {by:String}) AS dims,
@@ -31,6 +32,8 @@ SELECT
                         d = 'user', user,
                         d = 'queue', queue,
                         d = 'workload_kind', workload_kind,
+                        startsWith(d, 'label:'), if(pod_labels[substring(d, 7)] = '', '__unlabelled__',
+                                                    pod_labels[substring(d, 7)]),
                         'all'), dims),
            [concat('__', kind, '__')]),
         '\x1F') AS key,
@@ -49,7 +52,8 @@ FROM
     -- answer as reading resolved_hourly row by row, with the joins run on far fewer rows
     SELECT h.cluster, h.node, h.gpu_model, h.kind, h.team, if(bu.value != '', bu.value, 'unassigned') AS business_unit,
            h.namespace, h.account, h.model, h.logical_job, h.failure_reason, h.user, h.queue,
-           h.workload_kind, h.outcome, h.gpu_seconds, h.busy_seconds, h.unobserved_seconds, h.energy_joules
+           h.workload_kind, h.outcome, h.scheduler, h.job_id, h.attempt, h.gpu_seconds, h.busy_seconds,
+           h.unobserved_seconds, h.energy_joules
     FROM
     (
         SELECT
@@ -96,12 +100,24 @@ FROM
     ) AS bu ON bu.scope = h.org_scope AND bu.key = h.team AND bu.effective_from = h.org_version
     UNION ALL
     SELECT cluster, node, gpu_model, kind, team, business_unit, namespace, account, model, logical_job,
-           failure_reason, user, queue, workload_kind, outcome, gpu_seconds, busy_seconds, unobserved_seconds,
-           energy_joules
+           failure_reason, user, queue, workload_kind, outcome, scheduler, job_id, attempt, gpu_seconds,
+           busy_seconds, unobserved_seconds, energy_joules
     FROM resolved_facts
     WHERE ((window_start >= range_start AND window_start < least(full_start, range_end))
            OR (window_start >= greatest(full_end, full_start) AND window_start < range_end))
       AND ({cluster:String} = '' OR cluster = {cluster:String})
-)
+) AS u
+LEFT JOIN
+(
+    -- the pod labels of each attempt as its latest allocation event carried them (raw payload's
+    -- owner.labels), for `label:<key>` dimensions; nothing is read when no dimension is a label
+    SELECT cluster AS lb_cluster, scheduler AS lb_scheduler, job_id AS lb_job_id, attempt AS lb_attempt,
+           CAST(argMax(JSONExtractKeysAndValues(payload, 'owner', 'labels', 'String'), time),
+                'Map(String, String)') AS pod_labels
+    FROM raw_scheduler_allocations
+    WHERE arrayExists(d -> startsWith(d, 'label:'), dims)
+    GROUP BY lb_cluster, lb_scheduler, lb_job_id, lb_attempt
+) AS lb ON lb.lb_cluster = u.cluster AND lb.lb_scheduler = u.scheduler AND lb.lb_job_id = u.job_id
+       AND lb.lb_attempt = u.attempt
 GROUP BY key
 ORDER BY startsWith(key, '__'), gpu_hours DESC, key

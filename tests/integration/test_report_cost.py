@@ -45,7 +45,7 @@ def test_a_months_rows_sum_to_the_focus_export_to_the_cent(demo: Demo, monkeypat
         by_unit[str(r["x_BusinessUnit"])] += Decimal(r["BilledCost"])
     assert billed > 0 and by_term["compute_cost"] > 0 and by_term["shared_cost"] > 0
     with demo_env(demo.settings, monkeypatch) as runner:
-        for by in ("team", "business_unit", "namespace,node", "model,gpu_model,failure_reason", "job"):
+        for by in ("team", "business_unit", "namespace,node", "model,gpu_model,failure_reason", "job", "label:team"):
             rows = report(runner, "--by", by, "--window", MONTH)
             assert all(r["currency"] in ("USD", None) for r in rows), by
             assert total(rows) == billed, by

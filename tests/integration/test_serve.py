@@ -89,7 +89,6 @@ def served(endpoints: Endpoints, tmp_path_factory: pytest.TempPathFactory) -> It
     )  # the demo's stream worker serves its /metrics there
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KAFKA_", "CLICKHOUSE_", "GPULEDGER_"))}
     env.update(settings.process_env(), COLUMNS="160")
-    env["GPULEDGER_TEAM_LABEL_KEYS"] = "cost-center,team"  # label:cost-center groups by team (test_serve_allocation)
     out = home / "demo"
     demo = subprocess.run(
         [

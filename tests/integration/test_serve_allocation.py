@@ -104,18 +104,28 @@ def test_one_set_per_step_adds_up_to_the_accumulated_set(served: Served) -> None
     assert money > 0
 
 
-def test_label_aggregates_through_the_configured_team_keys(served: Served) -> None:
+def test_label_aggregates_group_by_the_pods_labels(served: Served) -> None:
     span = f"{served.start},{served.end}"
-    [by_label] = allocations(served, window=span, aggregate="label:cost-center", accumulate="true")
+    [by_label] = allocations(served, window=span, aggregate="label:team", accumulate="true")
     [by_team] = allocations(served, window=span, aggregate="team", accumulate="true")
-    assert by_label.keys() == by_team.keys() and len(by_team) >= 2
-    assert all(by_label[k]["totalCost"] == by_team[k]["totalCost"] for k in by_team)
-    refused = served.get("/allocation/compute", window=span, aggregate="label:app")
-    assert refused.status_code == 400 and refused.json()["code"] == 400
-    assert "GPULEDGER_TEAM_LABEL_KEYS" in refused.json()["message"]
-    for params in ({"window": "fortnight"}, {"window": span, "step": "0h"}, {"window": span, "accumulate": "maybe"}):
+    labelled = {k: a for k, a in by_label.items() if k != "__unlabelled__"}
+    assert len(labelled) >= 2 and all(a["properties"] == {"labels": {"team": k}} for k, a in labelled.items())
+    for name, alloc in labelled.items():  # a pod's team label is its team; Slurm jobs map theirs by account
+        assert 0 < alloc["gpuHours"] <= by_team[name]["gpuHours"] + 1e-9
+    hours = sum(a["gpuHours"] for a in by_label.values())
+    assert hours == pytest.approx(sum(a["gpuHours"] for a in by_team.values()))
+    [nobody] = allocations(served, window=span, aggregate="label:cost-center", accumulate="true")
+    assert set(nobody) == {"__unlabelled__"} and nobody["__unlabelled__"]["gpuHours"] == pytest.approx(hours)
+    for params in (
+        {"window": "fortnight"},
+        {"window": span, "step": "0h"},
+        {"window": span, "accumulate": "maybe"},
+        {"window": span, "aggregate": "label:"},
+    ):
         bad = served.get("/allocation/compute", **params)
         assert bad.status_code == 400 and bad.json()["code"] == 400, params
+    days = allocations(served, window="2026-11-01T00:00:00Z,2026-11-03T00:00:00Z", aggregate="namespace", step="1d")
+    assert len(days) == 2 and days[0] == {} and days[1]  # one set per day; nothing ran on the first
 
 
 def test_a_business_unit_token_sees_its_own_allocations(served: Served) -> None:

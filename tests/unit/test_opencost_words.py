@@ -60,19 +60,21 @@ def test_steps_and_booleans() -> None:
 
 
 def test_aggregates_map_to_report_dimensions() -> None:
-    keys = (("app.kubernetes.io/part-of", "team"), ("model",))
-    assert words.aggregate("namespace", *keys) == ["namespace"]
-    assert words.aggregate("cluster,namespace,label:app.kubernetes.io/part-of", *keys) == [
+    assert words.aggregate("namespace") == ["namespace"]
+    assert words.aggregate("cluster,namespace,label:app.kubernetes.io/part-of") == [
         "cluster",
         "namespace",
-        "team",
+        "label:app.kubernetes.io/part-of",
     ]
-    assert words.aggregate("label:model,department", *keys) == ["model", "business_unit"]
-    assert words.aggregate(None, *keys) == ["job"]
-    with pytest.raises(BadRequest, match="GPULEDGER_TEAM_LABEL_KEYS"):
-        words.aggregate("label:cost-center", *keys)
-    with pytest.raises(BadRequest):
-        words.aggregate("colour", *keys)
+    assert words.aggregate("label:cost-center,department,controllerKind") == [
+        "label:cost-center",
+        "business_unit",
+        "workload_kind",
+    ]
+    assert words.aggregate(None) == ["job"]
+    for bad in ("colour", "label:", "namespace,annotation:x"):
+        with pytest.raises(BadRequest):
+            words.aggregate(bad)
 
 
 def test_rows_become_an_opencost_set_with_idle_as_its_own_allocation() -> None:
@@ -130,3 +132,5 @@ def test_rows_become_an_opencost_set_with_idle_as_its_own_allocation() -> None:
     assert vit["gpuEfficiency"] == 1.0 and vit["cpuCost"] == 0.0 and vit["busyGpuHours"] == 3.0
     assert (got["__idle__"]["gpuHours"], got["__idle__"]["totalCost"]) == (2.0, 5.0)
     assert set(allocation_set(rows, ["team", "model"], start, end, include_idle=False)) == {"vision/vit"}
+    labelled = allocation_set([{**rows[0], "key": "cc-7"}], ["label:cost-center"], start, end, include_idle=False)
+    assert labelled["cc-7"]["properties"] == {"labels": {"cost-center": "cc-7"}}

@@ -125,7 +125,12 @@ def _cell(value: Any) -> str:
 
 @report_app.command("gpu-hours")
 def gpu_hours(
-    by: Annotated[str, typer.Option(help="group by one or several of: " + ", ".join(reports.DIMENSIONS))] = "team",
+    by: Annotated[
+        str,
+        typer.Option(
+            help="group by one or several of: " + ", ".join(reports.DIMENSIONS) + ", label:<key> (a pod label)"
+        ),
+    ] = "team",
     start: FromOpt = None,
     end: ToOpt = None,
     window: WindowOpt = None,

@@ -3,7 +3,27 @@
 -- against its previous sample (looked up to a day back); a counter that went down was reset and
 -- counts from zero. The job's owner (the values of the dimensions {by}, as in
 -- cost_usage_segments.sql) is the owner of most of its allocated GPU-seconds that day.
-WITH splitByChar(',', {by:String}) AS dims
+WITH
+    splitByChar(',', {by:String}) AS dims,
+    -- `label:<key>` dimensions: every attempt's pod labels as gpu_hours.sql reads them (a constant,
+    -- read only when a dimension is a label)
+    (
+        SELECT CAST((groupArray(k), groupArray(v)), 'Map(String, String)')
+        FROM
+        (
+            SELECT concat(cluster, '\x1F', scheduler, '\x1F', job_id, '\x1F', toString(attempt), '\x1F', kv.1) AS k,
+                   kv.2 AS v
+            FROM
+            (
+                SELECT cluster, scheduler, job_id, attempt,
+                       argMax(JSONExtractKeysAndValues(payload, 'owner', 'labels', 'String'), time) AS kvs
+                FROM raw_scheduler_allocations
+                WHERE arrayExists(d -> startsWith(d, 'label:'), splitByChar(',', {by:String}))
+                GROUP BY cluster, scheduler, job_id, attempt
+            )
+            ARRAY JOIN kvs AS kv
+        )
+    ) AS pod_labels
 SELECT
     d.day AS day,
     d.cluster AS cluster,
@@ -37,22 +57,14 @@ INNER JOIN
                                         d = 'gpu_model', toString(gpu_model), d = 'failure_reason', failure_reason,
                                         d = 'cluster', toString(cluster), d = 'user', user, d = 'queue', queue,
                                         d = 'workload_kind', workload_kind,
-                                        startsWith(d, 'label:'), if(pod_labels[substring(d, 7)] = '', '__unlabelled__',
-                                                                    pod_labels[substring(d, 7)]),
+                                        startsWith(d, 'label:'),
+                                 if(pod_labels[concat(cluster, '\x1F', scheduler, '\x1F', job_id, '\x1F', toString(attempt), '\x1F',
+                                                     substring(d, 7))] = '', '__unlabelled__',
+                                    pod_labels[concat(cluster, '\x1F', scheduler, '\x1F', job_id, '\x1F', toString(attempt), '\x1F',
+                                                     substring(d, 7))]),
                                         'all'), dims),
                   gpu_seconds) AS owner
-    FROM resolved_facts AS f
-    LEFT JOIN
-    (
-        -- pod labels per attempt, for `label:<key>` dimensions (as gpu_hours.sql reads them)
-        SELECT cluster AS lb_cluster, scheduler AS lb_scheduler, job_id AS lb_job_id, attempt AS lb_attempt,
-               CAST(argMax(JSONExtractKeysAndValues(payload, 'owner', 'labels', 'String'), time),
-                    'Map(String, String)') AS pod_labels
-        FROM raw_scheduler_allocations
-        WHERE arrayExists(d -> startsWith(d, 'label:'), dims)
-        GROUP BY lb_cluster, lb_scheduler, lb_job_id, lb_attempt
-    ) AS lb ON lb.lb_cluster = f.cluster AND lb.lb_scheduler = f.scheduler AND lb.lb_job_id = f.job_id
-           AND lb.lb_attempt = f.attempt
+    FROM resolved_facts
     WHERE window_start >= {start:DateTime64(3, 'UTC')} AND window_start < {end:DateTime64(3, 'UTC')}
       AND kind = 'allocated' AND ({cluster:String} = '' OR cluster = {cluster:String})
     GROUP BY o_day, cluster, job_id

@@ -7,7 +7,27 @@
 -- last completed checkpoint (the work a retry redoes), as failed_facts computes them (the
 -- checkpoint's own window counts its part after the checkpoint). energy_joules: the energy of
 -- those GPU-seconds. {cluster}: one cluster, or '' for all.
-WITH splitByChar(',', {by:String}) AS dims
+WITH
+    splitByChar(',', {by:String}) AS dims,
+    -- `label:<key>` dimensions: every attempt's pod labels as gpu_hours.sql reads them (a constant,
+    -- read only when a dimension is a label)
+    (
+        SELECT CAST((groupArray(k), groupArray(v)), 'Map(String, String)')
+        FROM
+        (
+            SELECT concat(cluster, '\x1F', scheduler, '\x1F', job_id, '\x1F', toString(attempt), '\x1F', kv.1) AS k,
+                   kv.2 AS v
+            FROM
+            (
+                SELECT cluster, scheduler, job_id, attempt,
+                       argMax(JSONExtractKeysAndValues(payload, 'owner', 'labels', 'String'), time) AS kvs
+                FROM raw_scheduler_allocations
+                WHERE arrayExists(d -> startsWith(d, 'label:'), splitByChar(',', {by:String}))
+                GROUP BY cluster, scheduler, job_id, attempt
+            )
+            ARRAY JOIN kvs AS kv
+        )
+    ) AS pod_labels
 SELECT g.day AS day, g.cluster AS cluster, g.gpu_model AS gpu_model, g.segment_start AS segment_start,
        g.kind AS kind, g.owner AS owner, g.gpu_seconds AS gpu_seconds, g.busy_seconds AS busy_seconds,
        g.unobserved_seconds AS unobserved_seconds, ifNull(l.lost, 0.0) AS lost_seconds,
@@ -25,8 +45,11 @@ FROM
                                  d = 'node', toString(node), d = 'gpu_model', toString(gpu_model),
                                  d = 'failure_reason', failure_reason, d = 'cluster', toString(cluster),
                                  d = 'user', user, d = 'queue', queue, d = 'workload_kind', workload_kind,
-                                 startsWith(d, 'label:'), if(pod_labels[substring(d, 7)] = '', '__unlabelled__',
-                                                             pod_labels[substring(d, 7)]),
+                                 startsWith(d, 'label:'),
+                                 if(pod_labels[concat(cluster, '\x1F', scheduler, '\x1F', job_id, '\x1F', toString(attempt), '\x1F',
+                                                     substring(d, 7))] = '', '__unlabelled__',
+                                    pod_labels[concat(cluster, '\x1F', scheduler, '\x1F', job_id, '\x1F', toString(attempt), '\x1F',
+                                                     substring(d, 7))]),
                                  'all'),
                     dims),
            []) AS owner,
@@ -34,18 +57,7 @@ FROM
         sum(busy_seconds) AS busy_seconds,
         sum(unobserved_seconds) AS unobserved_seconds,
         sum(energy_joules) AS energy_joules
-    FROM resolved_facts AS f
-    LEFT JOIN
-    (
-        -- pod labels per attempt, for `label:<key>` dimensions (as gpu_hours.sql reads them)
-        SELECT cluster AS lb_cluster, scheduler AS lb_scheduler, job_id AS lb_job_id, attempt AS lb_attempt,
-               CAST(argMax(JSONExtractKeysAndValues(payload, 'owner', 'labels', 'String'), time),
-                    'Map(String, String)') AS pod_labels
-        FROM raw_scheduler_allocations
-        WHERE arrayExists(d -> startsWith(d, 'label:'), dims)
-        GROUP BY lb_cluster, lb_scheduler, lb_job_id, lb_attempt
-    ) AS lb ON lb.lb_cluster = f.cluster AND lb.lb_scheduler = f.scheduler AND lb.lb_job_id = f.job_id
-           AND lb.lb_attempt = f.attempt
+    FROM resolved_facts
     WHERE window_start >= {start:DateTime64(3, 'UTC')} AND window_start < {end:DateTime64(3, 'UTC')}
       AND ({cluster:String} = '' OR cluster = {cluster:String})
     GROUP BY day, cluster, gpu_model, segment_start, kind, owner
@@ -61,23 +73,15 @@ LEFT JOIN
                               d = 'node', toString(node), d = 'gpu_model', toString(gpu_model),
                               d = 'failure_reason', failure_reason, d = 'cluster', toString(cluster),
                               d = 'user', user, d = 'queue', queue, d = 'workload_kind', workload_kind,
-                                 startsWith(d, 'label:'), if(pod_labels[substring(d, 7)] = '', '__unlabelled__',
-                                                             pod_labels[substring(d, 7)]),
+                                 startsWith(d, 'label:'),
+                                 if(pod_labels[concat(cluster, '\x1F', scheduler, '\x1F', job_id, '\x1F', toString(attempt), '\x1F',
+                                                     substring(d, 7))] = '', '__unlabelled__',
+                                    pod_labels[concat(cluster, '\x1F', scheduler, '\x1F', job_id, '\x1F', toString(attempt), '\x1F',
+                                                     substring(d, 7))]),
                                  'all'),
                  dims) AS l_owner,
         sum(lost_seconds) AS lost
-    FROM failed_facts AS f
-    LEFT JOIN
-    (
-        -- pod labels per attempt, for `label:<key>` dimensions (as gpu_hours.sql reads them)
-        SELECT cluster AS lb_cluster, scheduler AS lb_scheduler, job_id AS lb_job_id, attempt AS lb_attempt,
-               CAST(argMax(JSONExtractKeysAndValues(payload, 'owner', 'labels', 'String'), time),
-                    'Map(String, String)') AS pod_labels
-        FROM raw_scheduler_allocations
-        WHERE arrayExists(d -> startsWith(d, 'label:'), dims)
-        GROUP BY lb_cluster, lb_scheduler, lb_job_id, lb_attempt
-    ) AS lb ON lb.lb_cluster = f.cluster AND lb.lb_scheduler = f.scheduler AND lb.lb_job_id = f.job_id
-           AND lb.lb_attempt = f.attempt
+    FROM failed_facts
     WHERE window_start >= {start:DateTime64(3, 'UTC')} AND window_start < {end:DateTime64(3, 'UTC')}
       AND ({cluster:String} = '' OR cluster = {cluster:String})
     GROUP BY l_day, l_cluster, l_gpu_model, l_segment, l_owner

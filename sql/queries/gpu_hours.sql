@@ -15,7 +15,27 @@ WITH
     -- whole hours [full_start, full_end); empty when the range lies within one or two partial hours
     toDateTime64(if(toStartOfHour(range_start) = range_start, toStartOfHour(range_start),
                     toStartOfHour(range_start) + toIntervalHour(1)), 3, 'UTC') AS full_start,
-    toDateTime64(toStartOfHour(range_end), 3, 'UTC') AS full_end
+    toDateTime64(toStartOfHour(range_end), 3, 'UTC') AS full_end,
+    -- `label:<key>` dimensions: every attempt's pod labels as its latest allocation event carried
+    -- them (the raw payload's owner.labels), keyed cluster \x1F scheduler \x1F job \x1F attempt \x1F label;
+    -- a constant, read only when a dimension is a label (no join: the other groupings run as before)
+    (
+        SELECT CAST((groupArray(k), groupArray(v)), 'Map(String, String)')
+        FROM
+        (
+            SELECT concat(cluster, '\x1F', scheduler, '\x1F', job_id, '\x1F', toString(attempt), '\x1F', kv.1) AS k,
+                   kv.2 AS v
+            FROM
+            (
+                SELECT cluster, scheduler, job_id, attempt,
+                       argMax(JSONExtractKeysAndValues(payload, 'owner', 'labels', 'String'), time) AS kvs
+                FROM raw_scheduler_allocations
+                WHERE arrayExists(d -> startsWith(d, 'label:'), splitByChar(',', {by:String}))
+                GROUP BY cluster, scheduler, job_id, attempt
+            )
+            ARRAY JOIN kvs AS kv
+        )
+    ) AS pod_labels
 SELECT
     arrayStringConcat(
         if(kind = 'allocated',
@@ -32,8 +52,11 @@ SELECT
                         d = 'user', user,
                         d = 'queue', queue,
                         d = 'workload_kind', workload_kind,
-                        startsWith(d, 'label:'), if(pod_labels[substring(d, 7)] = '', '__unlabelled__',
-                                                    pod_labels[substring(d, 7)]),
+                        startsWith(d, 'label:'),
+                        if(pod_labels[concat(cluster, '\x1F', scheduler, '\x1F', job_id, '\x1F', toString(attempt),
+                                             '\x1F', substring(d, 7))] = '', '__unlabelled__',
+                           pod_labels[concat(cluster, '\x1F', scheduler, '\x1F', job_id, '\x1F', toString(attempt),
+                                             '\x1F', substring(d, 7))]),
                         'all'), dims),
            [concat('__', kind, '__')]),
         '\x1F') AS key,
@@ -106,18 +129,6 @@ FROM
     WHERE ((window_start >= range_start AND window_start < least(full_start, range_end))
            OR (window_start >= greatest(full_end, full_start) AND window_start < range_end))
       AND ({cluster:String} = '' OR cluster = {cluster:String})
-) AS u
-LEFT JOIN
-(
-    -- the pod labels of each attempt as its latest allocation event carried them (raw payload's
-    -- owner.labels), for `label:<key>` dimensions; nothing is read when no dimension is a label
-    SELECT cluster AS lb_cluster, scheduler AS lb_scheduler, job_id AS lb_job_id, attempt AS lb_attempt,
-           CAST(argMax(JSONExtractKeysAndValues(payload, 'owner', 'labels', 'String'), time),
-                'Map(String, String)') AS pod_labels
-    FROM raw_scheduler_allocations
-    WHERE arrayExists(d -> startsWith(d, 'label:'), dims)
-    GROUP BY lb_cluster, lb_scheduler, lb_job_id, lb_attempt
-) AS lb ON lb.lb_cluster = u.cluster AND lb.lb_scheduler = u.scheduler AND lb.lb_job_id = u.job_id
-       AND lb.lb_attempt = u.attempt
+)
 GROUP BY key
 ORDER BY startsWith(key, '__'), gpu_hours DESC, key

@@ -18,11 +18,8 @@ Device ids come from the pod annotation ``gpuledger.io/devices`` (comma-separate
 PodResources ids: ``GPU-<uuid>``, ``MIG-<uuid>``, ``<id>::<replica>``) unless the caller knows
 them from the PodResources API (:func:`pipelines.parsers.kubernetes.parse_pod_resources`).
 
-Owner labels: the attribution reads the team and the model from the pod labels ``team`` and
-``model``. Which labels name them is configurable (``GPULEDGER_TEAM_LABEL_KEYS``,
-``GPULEDGER_MODEL_LABEL_KEYS``: comma-separated, the first present wins), so the pod's ``team`` and
-``model`` labels are set here from the first configured key present (and dropped when no
-configured key is present), for every event parsed from then on (:func:`owner_labels`).
+Owner labels: which pod labels name the team and the model is configurable; the pod's ``team`` and
+``model`` labels are set from them as it is read (:mod:`pipelines.parsers.kubernetes_labels`).
 """
 
 from __future__ import annotations
@@ -34,6 +31,7 @@ from typing import Any
 from pipelines.events import mig_fraction
 from pipelines.parsers.base import json_list, json_object
 from pipelines.parsers.kubernetes_dra import DraInventory, Held
+from pipelines.parsers.kubernetes_labels import OwnerKeys, configured_owner_keys, owner_labels
 from pipelines.parsers.sched_events import parse_rfc3339
 
 GPU = "nvidia.com/gpu"
@@ -98,28 +96,6 @@ class PodView:
     @property
     def restarts(self) -> int:
         return sum(c.restart_count for c in self.containers)
-
-
-OwnerKeys = tuple[tuple[str, ...], tuple[str, ...]]  # (team label keys, model label keys)
-
-
-def configured_owner_keys() -> OwnerKeys:
-    from pipelines.settings import get_settings
-
-    settings = get_settings()
-    return settings.team_label_key_list, settings.model_label_key_list
-
-
-def owner_labels(labels: dict[str, str], keys: OwnerKeys) -> dict[str, str]:
-    """``labels`` with ``team`` and ``model`` taken from the first of their configured keys present."""
-    out = dict(labels)
-    for name, names in zip(("team", "model"), keys, strict=True):
-        value = next((labels[k] for k in names if labels.get(k)), None)
-        if value is None:
-            out.pop(name, None)
-        else:
-            out[name] = value
-    return out
 
 
 def read_pod(

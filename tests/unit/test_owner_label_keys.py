@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from pipelines.events import AllocationEvent
-from pipelines.parsers.kubernetes_pod import owner_labels
+from pipelines.parsers.kubernetes_labels import owner_labels
 from pipelines.settings import reset_settings
 from tests.unit.test_parse_kubernetes import parse_one, pod
 

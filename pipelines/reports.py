@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from pipelines.cli.main_errors import UsageFailure
 from pipelines.windows import BadWindow, parse_window
@@ -45,6 +45,7 @@ DIMENSIONS = (
 IDLE_DIMENSIONS = ("team", "business_unit", "node", "gpu_model")
 UNIT_COST_DIMENSIONS = ("model", "team", "business_unit", "cluster")
 IDLE_CAUSE_DIMENSIONS = ("team", "business_unit", "model", "job", "namespace", "node", "gpu_model", "cluster")
+IDLE_SHARES = ("policy", "separate", "weighted", "even")
 IDLE_CAUSES = ("checkpoint", "storage_stall", "fabric_degraded", "startup", "teardown", "idle", "unobserved")
 # the rules' constants (docs/ATTRIBUTION.md "Idle causes")
 IDLE_CAUSE_RULES: tuple[tuple[str, Any], ...] = (
@@ -75,12 +76,14 @@ class Report:
     owned: bool = True  # False: rows belong to no business unit; a scope may not see the report
     extra: tuple[str, ...] = ()  # further parameters the report requires (unit-cost: unit)
     fixed: tuple[tuple[str, Any], ...] = ()  # parameters of the report's rules, not the caller's
+    costed: bool = False  # each row carries its cost (dagster_project/defs/costs/ranges.py)
+    labels: bool = False  # --by also takes label:<key>, a pod label of the attempt
 
 
 REPORTS: dict[str, Report] = {
     r.name: r
     for r in (
-        Report("gpu-hours", "gpu_hours", "GPU-hours", DIMENSIONS, "team"),
+        Report("gpu-hours", "gpu_hours", "GPU-hours", DIMENSIONS, "team", costed=True, labels=True),
         Report("failures", "failures", "failure burn", limit=True, scope_column="business_unit"),
         Report("idle", "idle", "idle", IDLE_DIMENSIONS, "team", scoped_dimensions=("team", "business_unit")),
         Report(
@@ -151,15 +154,20 @@ def parse_by(report: Report, by: str | Sequence[str] | None) -> list[str]:
             raise BadRequest(f"{report.name} takes no grouping")
         return []
     items = [b.strip() for b in (by.split(",") if isinstance(by, str) else by or [])] or [report.default_by]
-    unknown = [b for b in items if b not in report.dimensions]
+    unknown = [b for b in items if b not in report.dimensions and not _label(report, b)]
     if unknown or "" in items:
         raise BadRequest(
             f"unknown grouping {','.join(unknown) or '(empty)'!r} for {report.name}: "
-            f"one or several of {', '.join(report.dimensions)}"
+            f"one or several of {', '.join(report.dimensions)}{', label:<key>' if report.labels else ''}"
         )
     if len(set(items)) != len(items):
         raise BadRequest(f"a grouping is repeated: {','.join(items)}")
     return items
+
+
+def _label(report: Report, dim: str) -> bool:
+    """``label:<key>``: a pod label as a dimension, where the report takes them."""
+    return report.labels and dim.startswith("label:") and bool(dim[len("label:") :].strip()) and "," not in dim
 
 
 def parse_extra(report: Report, extra: dict[str, str | None] | None) -> dict[str, str]:
@@ -185,20 +193,62 @@ def run(
     limit: int = 50,
     business_unit: str | None = None,
     extra: dict[str, str | None] | None = None,
+    idle: str | None = None,
 ) -> Result:
-    """Rows of report ``name`` as records; several dimensions become one column each."""
+    """Rows of report ``name`` as records; several dimensions become one column each. GPU-hours rows
+    carry their cost (``idle``: policy | separate | weighted | even, how idle capacity is charged)."""
     report = REPORTS[name]
     dims = parse_by(report, by)
     more = parse_extra(report, extra)
+    share = parse_idle(report, idle)
     if business_unit is not None:
-        return _scoped(client, report, dims, start, end, cluster, limit, business_unit, more)
+        return _scoped(client, report, dims, start, end, cluster, limit, business_unit, more, share)
     params: dict[str, Any] = {"start": start, "end": end, "cluster": cluster, **more, **dict(report.fixed)}
     if dims:
         params["by"] = ",".join(dims)
     if report.limit:
         params["limit"] = limit
     columns, rows = _query(client, report.query, params)
+    if report.costed:
+        columns, rows = _with_cost(client, columns, rows, dims, start, end, cluster, share)
     return _result(columns, rows, dims, start, end)
+
+
+def parse_idle(report: Report, idle: str | None) -> str:
+    """How a costed report charges idle capacity: ``policy`` (the pricing file's idle policy, the
+    default), ``separate`` (its own row, ``__idle__``), ``weighted`` (shared by usage), ``even``."""
+    if idle is None:
+        return "policy"
+    if not report.costed:
+        raise BadRequest(f"{report.name} takes no idle option")
+    if idle not in IDLE_SHARES:
+        raise BadRequest(f"idle must be one of {', '.join(IDLE_SHARES)}, not {idle!r}")
+    return idle
+
+
+def _with_cost(
+    client: Client,
+    columns: list[str],
+    rows: list[tuple[Any, ...]],
+    dims: list[str],
+    start: datetime,
+    end: datetime,
+    cluster: str,
+    idle: str,
+) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """The rows with their cost columns; the idle and shared costs nobody took as rows of their own."""
+    from dagster_project.defs.costs.ranges import IdleShare, RowCost, range_costs
+    from pipelines.settings import get_settings
+
+    if not columns:  # an empty answer without its column names: nothing was used, nothing cost
+        return columns, rows
+    share = cast("IdleShare", idle)  # checked by parse_idle
+    costs = range_costs(client, start, end, dims, cluster, get_settings().cluster, share)
+    names = list(RowCost().record())
+    out = [(*row, *costs.pop(str(row[0]), RowCost()).record().values()) for row in rows]
+    blank = tuple(0.0 for _ in columns[1:])
+    out += [(key, *blank, *cost.record().values()) for key, cost in sorted(costs.items())]
+    return [*columns, *names], out
 
 
 def _scoped(
@@ -211,6 +261,7 @@ def _scoped(
     limit: int,
     unit: str,
     more: dict[str, str],
+    idle: str = "policy",
 ) -> Result:
     if not report.owned:
         raise OutOfScope(f"{report.name} lists rows of every business unit; a token for {unit} may not read it")
@@ -224,7 +275,7 @@ def _scoped(
     if not dims:  # a report without owner groups: nothing of another unit in it
         return run(client, report.name, start=start, end=end, cluster=cluster, limit=limit)
     allowed = report.scoped_dimensions or report.dimensions
-    if any(d not in allowed for d in dims):
+    if any(d not in allowed and not _label(report, d) for d in dims):
         raise OutOfScope(f"a token for one business unit may group {report.name} by {', '.join(allowed)} only")
     wanted = dims if dims[0] == "business_unit" else ["business_unit", *[d for d in dims if d != "business_unit"]]
     columns, rows = _query(
@@ -232,6 +283,8 @@ def _scoped(
         report.query,
         {"start": start, "end": end, "cluster": cluster, "by": ",".join(wanted), **more, **dict(report.fixed)},
     )
+    if report.costed:
+        columns, rows = _with_cost(client, columns, rows, wanted, start, end, cluster, idle)
     kept = []
     for row in rows:
         parts = str(row[0]).split(KEY_SEPARATOR)

@@ -108,6 +108,13 @@ class Settings(BaseSettings):
         description="a worker that sent no heartbeat for this long has left its group: its partitions go to "
                     "the others (the broker's group.min.session.timeout.ms is 6 s)")
 
+    # --- owners from pod labels (the Kubernetes parsers; events parsed from then on) ------------
+    team_label_keys: str = Field(
+        default="team", description="pod labels naming the team, comma-separated, the first present wins "
+                                    "(e.g. app.kubernetes.io/part-of,team)")
+    model_label_keys: str = Field(
+        default="model", description="pod labels naming the model, comma-separated, the first present wins")
+
     @field_validator("clickhouse_url")
     @classmethod
     def _check_url(cls, value: str | None) -> str | None:
@@ -149,6 +156,14 @@ class Settings(BaseSettings):
         return value
 
     # --- derived ------------------------------------------------------------------------------
+    @property
+    def team_label_key_list(self) -> tuple[str, ...]:
+        return tuple(k.strip() for k in self.team_label_keys.split(",") if k.strip()) or ("team",)
+
+    @property
+    def model_label_key_list(self) -> tuple[str, ...]:
+        return tuple(k.strip() for k in self.model_label_keys.split(",") if k.strip()) or ("model",)
+
     @property
     def external_kafka(self) -> bool:
         return bool(self.kafka_bootstrap_servers)

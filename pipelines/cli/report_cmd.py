@@ -27,9 +27,11 @@ from pipelines.windows import WINDOW_HELP
 from sql.client import get_client
 from sql.values import plain
 
-report_app = typer.Typer(help="Reports on GPU-hours, failures, queue time, idle capacity and its causes, "
-                              "conflicting claims, benchmarks and the cost per unit of output.",
-                         no_args_is_help=True)
+report_app = typer.Typer(
+    help="Reports on GPU-hours, failures, queue time, idle capacity and its causes, "
+    "conflicting claims, benchmarks and the cost per unit of output.",
+    no_args_is_help=True,
+)
 
 
 class Format(StrEnum):
@@ -49,21 +51,36 @@ def time_range(start: str | None, end: str | None, window: str | None = None) ->
     return reports.time_range(start, end, window)
 
 
-def report(name: str, *, by: str | None = None, start: str | None, end: str | None, window: str | None,
-           cluster: str | None, fmt: Format, limit: int = 50, extra: dict[str, str | None] | None = None) -> None:
+def report(
+    name: str,
+    *,
+    by: str | None = None,
+    start: str | None,
+    end: str | None,
+    window: str | None,
+    cluster: str | None,
+    fmt: Format,
+    limit: int = 50,
+    extra: dict[str, str | None] | None = None,
+    idle: str | None = None,
+) -> None:
     """Run report ``name`` (``pipelines.reports``) and print it."""
     a, b = time_range(start, end, window)
     reports.parse_by(reports.REPORTS[name], by)  # a bad grouping is a usage error before any connection
     reports.parse_extra(reports.REPORTS[name], extra)
+    reports.parse_idle(reports.REPORTS[name], idle)
     client = get_client(get_settings())
     try:
-        result = reports.run(client, name, by=by, start=a, end=b, cluster=cluster or "", limit=limit, extra=extra)
+        result = reports.run(
+            client, name, by=by, start=a, end=b, cluster=cluster or "", limit=limit, extra=extra, idle=idle
+        )
     finally:
         client.close()
     spec = reports.REPORTS[name]
     grouping = f" by {by or spec.default_by}" if spec.dimensions else ""
-    emit_records(result.columns, result.records, fmt,
-                 f"{spec.title}{grouping}, {a:%Y-%m-%d %H:%M} – {b:%Y-%m-%d %H:%M} UTC")
+    emit_records(
+        result.columns, result.records, fmt, f"{spec.title}{grouping}, {a:%Y-%m-%d %H:%M} – {b:%Y-%m-%d %H:%M} UTC"
+    )
 
 
 def emit(columns: list[str], rows: list[tuple[Any, ...]], fmt: Format, title: str) -> None:
@@ -107,63 +124,117 @@ def _cell(value: Any) -> str:
 
 
 @report_app.command("gpu-hours")
-def gpu_hours(by: Annotated[str, typer.Option(help="group by one or several of: " + ", ".join(reports.DIMENSIONS))]
-              = "team", start: FromOpt = None, end: ToOpt = None, window: WindowOpt = None,
-              cluster: ClusterOpt = None, format: FormatOpt = Format.table) -> None:
-    """Allocated, busy and failed GPU-hours per group; unallocated capacity as `__unallocated__`."""
-    report("gpu-hours", by=by, start=start, end=end, window=window, cluster=cluster, fmt=format)
+def gpu_hours(
+    by: Annotated[
+        str,
+        typer.Option(
+            help="group by one or several of: " + ", ".join(reports.DIMENSIONS) + ", label:<key> (a pod label)"
+        ),
+    ] = "team",
+    start: FromOpt = None,
+    end: ToOpt = None,
+    window: WindowOpt = None,
+    cluster: ClusterOpt = None,
+    format: FormatOpt = Format.table,
+    idle: Annotated[
+        str | None,
+        typer.Option(
+            help="idle capacity cost: policy (the pricing file's idle policy, default), separate (its own "
+            "row __idle__), weighted (shared by usage) or even (shared equally)"
+        ),
+    ] = None,
+) -> None:
+    """Allocated, busy and failed GPU-hours per group and their cost (compute, failure waste, idle
+    share, shared costs, total); unallocated capacity as `__unallocated__`."""
+    report("gpu-hours", by=by, start=start, end=end, window=window, cluster=cluster, fmt=format, idle=idle)
 
 
 @report_app.command("failures")
-def failures(start: FromOpt = None, end: ToOpt = None, window: WindowOpt = None, cluster: ClusterOpt = None,
-             format: FormatOpt = Format.table, limit: Annotated[int, typer.Option(help="rows to show")] = 50) -> None:
+def failures(
+    start: FromOpt = None,
+    end: ToOpt = None,
+    window: WindowOpt = None,
+    cluster: ClusterOpt = None,
+    format: FormatOpt = Format.table,
+    limit: Annotated[int, typer.Option(help="rows to show")] = 50,
+) -> None:
     """Which failed attempts burned the most GPU-hours, with lost work after the last checkpoint."""
     report("failures", start=start, end=end, window=window, cluster=cluster, fmt=format, limit=limit)
 
 
 @report_app.command("queue")
-def queue(start: FromOpt = None, end: ToOpt = None, window: WindowOpt = None, cluster: ClusterOpt = None,
-          format: FormatOpt = Format.table) -> None:
+def queue(
+    start: FromOpt = None,
+    end: ToOpt = None,
+    window: WindowOpt = None,
+    cluster: ClusterOpt = None,
+    format: FormatOpt = Format.table,
+) -> None:
     """Queue time per scheduler queue, also as GPU-hours waited."""
     report("queue", start=start, end=end, window=window, cluster=cluster, fmt=format)
 
 
 @report_app.command("idle")
-def idle(by: Annotated[str, typer.Option(help="group by one or several of: " + ", ".join(reports.IDLE_DIMENSIONS))]
-         = "team", start: FromOpt = None, end: ToOpt = None, window: WindowOpt = None, cluster: ClusterOpt = None,
-         format: FormatOpt = Format.table) -> None:
+def idle(
+    by: Annotated[str, typer.Option(help="group by one or several of: " + ", ".join(reports.IDLE_DIMENSIONS))] = "team",
+    start: FromOpt = None,
+    end: ToOpt = None,
+    window: WindowOpt = None,
+    cluster: ClusterOpt = None,
+    format: FormatOpt = Format.table,
+) -> None:
     """Allocated-but-idle GPU-hours, and unallocated / unavailable capacity."""
     report("idle", by=by, start=start, end=end, window=window, cluster=cluster, fmt=format)
 
 
 @report_app.command("idle-causes")
-def idle_causes(by: Annotated[str, typer.Option(help="group by one or several of: "
-                                                     + ", ".join(reports.IDLE_CAUSE_DIMENSIONS))] = "team",
-                start: FromOpt = None, end: ToOpt = None, window: WindowOpt = None, cluster: ClusterOpt = None,
-                format: FormatOpt = Format.table) -> None:
+def idle_causes(
+    by: Annotated[
+        str, typer.Option(help="group by one or several of: " + ", ".join(reports.IDLE_CAUSE_DIMENSIONS))
+    ] = "team",
+    start: FromOpt = None,
+    end: ToOpt = None,
+    window: WindowOpt = None,
+    cluster: ClusterOpt = None,
+    format: FormatOpt = Format.table,
+) -> None:
     """Why allocated GPUs sat idle: each group's idle GPU-hours split into checkpoint, storage_stall,
     fabric_degraded, startup, teardown and idle (the application's own), with their cost; unobserved beside."""
     report("idle-causes", by=by, start=start, end=end, window=window, cluster=cluster, fmt=format)
 
 
 @report_app.command("conflicts")
-def conflicts(start: FromOpt = None, end: ToOpt = None, window: WindowOpt = None, cluster: ClusterOpt = None,
-              format: FormatOpt = Format.table) -> None:
+def conflicts(
+    start: FromOpt = None,
+    end: ToOpt = None,
+    window: WindowOpt = None,
+    cluster: ClusterOpt = None,
+    format: FormatOpt = Format.table,
+) -> None:
     """Claims beyond a GPU's capacity (conflicting scheduler data), scaled down and listed here."""
     report("conflicts", start=start, end=end, window=window, cluster=cluster, fmt=format)
 
 
 @report_app.command("benchmarks")
-def benchmarks(start: FromOpt = None, end: ToOpt = None, window: WindowOpt = None, cluster: ClusterOpt = None,
-               format: FormatOpt = Format.table) -> None:
+def benchmarks(
+    start: FromOpt = None,
+    end: ToOpt = None,
+    window: WindowOpt = None,
+    cluster: ClusterOpt = None,
+    format: FormatOpt = Format.table,
+) -> None:
     """nccl-tests runs: hosts, ranks, average bus bandwidth, pass/fail, NCCL version."""
     report("benchmarks", start=start, end=end, window=window, cluster=cluster, fmt=format)
 
 
 @report_app.command("dashboard")
-def dashboard(out: Annotated[Path, typer.Option("--out", help="HTML file to write")] = Path("dashboard.html"),
-              start: FromOpt = None, end: ToOpt = None, window: WindowOpt = None,
-              cluster: Annotated[str | None, typer.Option(help="cluster (default GPULEDGER_CLUSTER)")] = None) -> None:
+def dashboard(
+    out: Annotated[Path, typer.Option("--out", help="HTML file to write")] = Path("dashboard.html"),
+    start: FromOpt = None,
+    end: ToOpt = None,
+    window: WindowOpt = None,
+    cluster: Annotated[str | None, typer.Option(help="cluster (default GPULEDGER_CLUSTER)")] = None,
+) -> None:
     """Write the finance dashboard (one self-contained HTML file) for a cluster and period."""
     from pipelines.dashboard import data, html
 

@@ -17,6 +17,9 @@ GPU resource is not read (``read_pod`` returns ``None``): it holds no GPU-second
 Device ids come from the pod annotation ``gpuledger.io/devices`` (comma-separated kubelet
 PodResources ids: ``GPU-<uuid>``, ``MIG-<uuid>``, ``<id>::<replica>``) unless the caller knows
 them from the PodResources API (:func:`pipelines.parsers.kubernetes.parse_pod_resources`).
+
+Owner labels: which pod labels name the team and the model is configurable; the pod's ``team`` and
+``model`` labels are set from them as it is read (:mod:`pipelines.parsers.kubernetes_labels`).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from typing import Any
 from pipelines.events import mig_fraction
 from pipelines.parsers.base import json_list, json_object
 from pipelines.parsers.kubernetes_dra import DraInventory, Held
+from pipelines.parsers.kubernetes_labels import OwnerKeys, configured_owner_keys, owner_labels
 from pipelines.parsers.sched_events import parse_rfc3339
 
 GPU = "nvidia.com/gpu"
@@ -94,9 +98,16 @@ class PodView:
         return sum(c.restart_count for c in self.containers)
 
 
-def read_pod(pod: dict[str, Any], *, replicas: int | None = None, dra: DraInventory | None = None) -> PodView | None:
+def read_pod(
+    pod: dict[str, Any],
+    *,
+    replicas: int | None = None,
+    dra: DraInventory | None = None,
+    owner_keys: OwnerKeys | None = None,
+) -> PodView | None:
     """The pod's values, or None when it holds no GPU (by resources, or by a ResourceClaim ``dra``
-    resolves). Raises ValueError on a malformed pod or a claim that cannot be resolved."""
+    resolves). Raises ValueError on a malformed pod or a claim that cannot be resolved.
+    ``owner_keys``: which labels name the team and the model (default: the settings')."""
     meta, spec, status = json_object(pod, "metadata"), json_object(pod, "spec"), json_object(pod, "status")
     annotations = _str_map(meta.get("annotations"), "annotations")
     gpus, gpu_names = pod_gpus(spec, annotations, replicas)
@@ -121,7 +132,7 @@ def read_pod(pod: dict[str, Any], *, replicas: int | None = None, dra: DraInvent
         ),
         {},
     )
-    labels = _str_map(meta.get("labels"), "labels")
+    labels = owner_labels(_str_map(meta.get("labels"), "labels"), owner_keys or configured_owner_keys())
     deletion = parse_rfc3339(meta.get("deletionTimestamp"))
     grace = meta.get("deletionGracePeriodSeconds")
     requested = deletion - timedelta(seconds=grace) if deletion and isinstance(grace, int) else deletion

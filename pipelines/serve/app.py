@@ -30,6 +30,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, g
 from pipelines import reports
 from pipelines.serve.health import readiness
 from pipelines.serve.metrics import PipelineCollector
+from pipelines.serve.opencost import router as opencost_router
 from pipelines.serve.tokens import Scope, Tokens
 from pipelines.settings import Settings
 from pipelines.windows import BadWindow, month_of
@@ -37,7 +38,7 @@ from sql.client import get_client
 from sql.values import plain
 
 PERIOD_FILE = r"^\d{4}-(0[1-9]|1[0-2])\.(csv|parquet)$"
-AUDITED = ("/api/", "/dashboard")  # every request to these is a line of the access log
+AUDITED = ("/api/", "/dashboard", "/allocation")  # every request to these is a line of the access log
 # one JSON line per API or dashboard request: time, token id (never the token), scope, path, status,
 # rows; its own logger, so an operator routes it apart from the server's log (`gpuledger serve --access-log`)
 access_log = logging.getLogger("gpuledger.access")
@@ -136,6 +137,7 @@ def create_app(settings: Settings, tokens: Tokens, max_days: float = 400.0, stal
             window: str | None = None,
             cluster: str = "",
             limit: Annotated[int, Query(ge=1, le=100_000)] = 50,
+            idle: str | None = None,
         ) -> list[dict[str, Any]]:
             a, b = reports.time_range(start, end, window, max_days=max_days)
             with warehouse() as client:
@@ -150,6 +152,7 @@ def create_app(settings: Settings, tokens: Tokens, max_days: float = 400.0, stal
                         cluster=cluster,
                         limit=limit,
                         business_unit=who.business_unit,
+                        idle=idle,
                     ).records,
                 )
 
@@ -260,6 +263,7 @@ def create_app(settings: Settings, tokens: Tokens, max_days: float = 400.0, stal
             page = html.render(data.collect(client, cluster or settings.cluster, a, b))
         return HTMLResponse(page)
 
+    app.include_router(opencost_router(request_scope, warehouse, max_days))
     app.state.started = time.time()
     return app
 

@@ -5,7 +5,8 @@
 -- The whole hours inside the range come from the hourly rollup (current_hourly, resolved as
 -- resolved_hourly does); only the partial hours at its edges, [start, first whole hour) and
 -- [last whole hour's end, end), are read window by window from resolved_facts. The answer equals
--- gpu_hours_facts.sql, which reads every window.
+-- gpu_hours_facts.sql, which reads every window. A dimension `label:<key>` is the attempt's pod label
+-- <key> (`__unlabelled__` without it).
 WITH
     -- one or several dimensions: {by} is 'team' or 'team,model'; a key joins their values with \x1F
     splitByChar(',', {by:String}) AS dims,
@@ -14,7 +15,27 @@ WITH
     -- whole hours [full_start, full_end); empty when the range lies within one or two partial hours
     toDateTime64(if(toStartOfHour(range_start) = range_start, toStartOfHour(range_start),
                     toStartOfHour(range_start) + toIntervalHour(1)), 3, 'UTC') AS full_start,
-    toDateTime64(toStartOfHour(range_end), 3, 'UTC') AS full_end
+    toDateTime64(toStartOfHour(range_end), 3, 'UTC') AS full_end,
+    -- `label:<key>` dimensions: every attempt's pod labels as its latest allocation event carried
+    -- them (the raw payload's owner.labels), keyed cluster \x1F scheduler \x1F job \x1F attempt \x1F label;
+    -- a constant, read only when a dimension is a label (no join: the other groupings run as before)
+    (
+        SELECT CAST((groupArray(k), groupArray(v)), 'Map(String, String)')
+        FROM
+        (
+            SELECT concat(cluster, '\x1F', scheduler, '\x1F', job_id, '\x1F', toString(attempt), '\x1F', kv.1) AS k,
+                   kv.2 AS v
+            FROM
+            (
+                SELECT cluster, scheduler, job_id, attempt,
+                       argMax(JSONExtractKeysAndValues(payload, 'owner', 'labels', 'String'), time) AS kvs
+                FROM raw_scheduler_allocations
+                WHERE arrayExists(d -> startsWith(d, 'label:'), splitByChar(',', {by:String}))
+                GROUP BY cluster, scheduler, job_id, attempt
+            )
+            ARRAY JOIN kvs AS kv
+        )
+    ) AS pod_labels
 SELECT
     arrayStringConcat(
         if(kind = 'allocated',
@@ -31,6 +52,11 @@ SELECT
                         d = 'user', user,
                         d = 'queue', queue,
                         d = 'workload_kind', workload_kind,
+                        startsWith(d, 'label:'),
+                        if(pod_labels[concat(cluster, '\x1F', scheduler, '\x1F', job_id, '\x1F', toString(attempt),
+                                             '\x1F', substring(d, 7))] = '', '__unlabelled__',
+                           pod_labels[concat(cluster, '\x1F', scheduler, '\x1F', job_id, '\x1F', toString(attempt),
+                                             '\x1F', substring(d, 7))]),
                         'all'), dims),
            [concat('__', kind, '__')]),
         '\x1F') AS key,
@@ -49,7 +75,8 @@ FROM
     -- answer as reading resolved_hourly row by row, with the joins run on far fewer rows
     SELECT h.cluster, h.node, h.gpu_model, h.kind, h.team, if(bu.value != '', bu.value, 'unassigned') AS business_unit,
            h.namespace, h.account, h.model, h.logical_job, h.failure_reason, h.user, h.queue,
-           h.workload_kind, h.outcome, h.gpu_seconds, h.busy_seconds, h.unobserved_seconds, h.energy_joules
+           h.workload_kind, h.outcome, h.scheduler, h.job_id, h.attempt, h.gpu_seconds, h.busy_seconds,
+           h.unobserved_seconds, h.energy_joules
     FROM
     (
         SELECT
@@ -96,8 +123,8 @@ FROM
     ) AS bu ON bu.scope = h.org_scope AND bu.key = h.team AND bu.effective_from = h.org_version
     UNION ALL
     SELECT cluster, node, gpu_model, kind, team, business_unit, namespace, account, model, logical_job,
-           failure_reason, user, queue, workload_kind, outcome, gpu_seconds, busy_seconds, unobserved_seconds,
-           energy_joules
+           failure_reason, user, queue, workload_kind, outcome, scheduler, job_id, attempt, gpu_seconds,
+           busy_seconds, unobserved_seconds, energy_joules
     FROM resolved_facts
     WHERE ((window_start >= range_start AND window_start < least(full_start, range_end))
            OR (window_start >= greatest(full_end, full_start) AND window_start < range_end))

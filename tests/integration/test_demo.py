@@ -17,17 +17,48 @@ CLUSTER = "demo-2n2h-s3"
 BU_FILES = ("csv", "parquet")
 
 
-def test_demo_writes_everything_and_reconciles_with_reports(demo: Demo, tmp_path: Path,
-                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_demo_writes_everything_and_reconciles_with_reports(
+    demo: Demo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     out, first = demo.out, demo.stdout
     with demo_env(demo.settings, monkeypatch) as runner:
         assert f"cluster {CLUSTER}" in first and "effective unit cost 2026-11" in first
         data = embedded_data(out / "dashboard.html")
-        report = runner.invoke(app(), ["report", "gpu-hours", "--by", "business_unit", "--from", data["start"],
-                                       "--to", data["end"], "--cluster", CLUSTER, "--format", "json"])
+        report = runner.invoke(
+            app(),
+            [
+                "report",
+                "gpu-hours",
+                "--by",
+                "business_unit",
+                "--from",
+                data["start"],
+                "--to",
+                data["end"],
+                "--cluster",
+                CLUSTER,
+                "--format",
+                "json",
+            ],
+        )
         assert report.exit_code == 0, report.output
-        failures = runner.invoke(app(), ["report", "failures", "--from", data["start"], "--to", data["end"],
-                                         "--cluster", CLUSTER, "--format", "json", "--limit", "1000"])
+        failures = runner.invoke(
+            app(),
+            [
+                "report",
+                "failures",
+                "--from",
+                data["start"],
+                "--to",
+                data["end"],
+                "--cluster",
+                CLUSTER,
+                "--format",
+                "json",
+                "--limit",
+                "1000",
+            ],
+        )
         assert failures.exit_code == 0, failures.output
         run_demo(tmp_path / "again")
         again = embedded_data(tmp_path / "again" / "dashboard.html")
@@ -35,8 +66,10 @@ def test_demo_writes_everything_and_reconciles_with_reports(demo: Demo, tmp_path
     rows = json.loads(report.output)
     assert [r["key"] for r in rows] == [r["key"] for r in data["gpu_hours_by_business_unit"]]
     for mine, theirs in zip(data["gpu_hours_by_business_unit"], rows, strict=True):  # the same query: same rows
-        assert {k: v for k, v in mine.items() if k != "key"} == pytest.approx(
-            {k: v for k, v in theirs.items() if k != "key"}, rel=1e-12)
+        assert {k: v for k, v in mine.items() if k not in ("key", "currency")} == pytest.approx(
+            {k: v for k, v in theirs.items() if k not in ("key", "currency")}, rel=1e-12
+        )
+        assert mine.get("currency") == theirs["currency"]
     for col in ("allocated_gpu_hours", "busy_gpu_hours", "idle_gpu_hours", "failed_gpu_hours"):
         assert sum(r[col] for r in rows if not r["key"].startswith("__")) == pytest.approx(data["totals"][col])
     assert data["totals"]["capacity_gpu_hours"] == pytest.approx(2 * 8 * 2)  # 2 nodes x 8 GPUs x 2 h
@@ -49,7 +82,8 @@ def test_demo_writes_everything_and_reconciles_with_reports(demo: Demo, tmp_path
     # the dashboard's idle causes explain exactly the idle of report gpu-hours; unobserved beside it
     causes = {r["cause"]: r["idle_gpu_hours"] for r in data["idle_causes"]}
     assert sum(v for c, v in causes.items() if c != "unobserved") == pytest.approx(
-        data["totals"]["idle_gpu_hours"], abs=1e-6)
+        data["totals"]["idle_gpu_hours"], abs=1e-6
+    )
     assert causes.get("unobserved", 0.0) == pytest.approx(data["totals"]["unobserved_gpu_hours"], abs=1e-6)
     assert causes.get("startup", 0.0) > 0  # the demo's attempts start idle
     assert "## Why allocated GPUs sat idle" in (out / "sre-failures.md").read_text()

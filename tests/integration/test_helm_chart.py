@@ -443,3 +443,17 @@ def test_a_clickhouse_cluster_name_reaches_the_migrations_only_when_set(
     assert "CLICKHOUSE_CLUSTER" not in settings("default")
     done = helm(helm_env, "template", "gl", str(CHART), "--set", "clickhouse.cluster=a`b")
     assert done.returncode != 0 and "cluster" in done.stderr
+
+
+def test_the_owner_label_keys_reach_every_process(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    def settings(variant: str) -> dict[str, str]:
+        [config] = [o for o in rendered[variant] if o["kind"] == "ConfigMap" and "GPULEDGER_CLUSTER" in o["data"]]
+        return dict(config["data"])
+
+    assert (settings("default")["GPULEDGER_TEAM_LABEL_KEYS"], settings("default")["GPULEDGER_MODEL_LABEL_KEYS"]) == (
+        "team",
+        "model",
+    )
+    custom = settings("all-options")
+    assert custom["GPULEDGER_TEAM_LABEL_KEYS"] == "app.kubernetes.io/part-of,cost-center,team"
+    assert custom["GPULEDGER_MODEL_LABEL_KEYS"] == "gpuledger.io/model,model"

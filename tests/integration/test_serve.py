@@ -272,10 +272,16 @@ def test_a_business_unit_token_gets_403_or_only_its_own_rows_from_every_route(se
     month = served.start[:7]
     seen: dict[str, int] = {}
     for path, ops in schema["paths"].items():
-        if "get" not in ops or not path.startswith(("/api/", "/dashboard")):
+        if "get" not in ops or not path.startswith(("/api/", "/dashboard", "/allocation")):
             continue
         url = path.replace("{file}", f"{month}.csv")
         variants: list[dict[str, str]] = [{"from": served.start, "to": served.end}, {"period": month}, {}]
+        if path.startswith("/allocation"):
+            span = f"{served.start},{served.end}"
+            variants = [
+                {"window": span, "aggregate": a, "idle": "true"} for a in ("namespace", "business_unit", "team")
+            ]
+            variants += [{"window": span, "aggregate": "label:cost-center", "step": "1h"}, {"window": "lastmonth"}]
         if path == "/api/v1/unit-cost":
             variants += [{"period": month, "unit": "prompt_tokens"}, {"period": month, "cluster": served.cluster}]
         if path.startswith("/api/v1/chargeback/"):
@@ -287,11 +293,16 @@ def test_a_business_unit_token_gets_403_or_only_its_own_rows_from_every_route(se
             if got.status_code == 403:
                 continue
             assert served.other_unit not in got.text, (path, params, got.text[:300])
-            if got.status_code == 200 and got.headers["content-type"].startswith("application/json"):
+            if got.status_code == 200 and path.startswith("/allocation"):  # OpenCost's {code, data} sets
+                for one in (a for step in got.json()["data"] for a in step.values()):
+                    assert one["properties"].get("businessUnit", served.unit) == served.unit, (path, params, one)
+                    assert one["name"] != "__idle__", (path, params)  # idle capacity belongs to no unit
+            elif got.status_code == 200 and got.headers["content-type"].startswith("application/json"):
                 for row in got.json():
                     assert row.get("business_unit", served.unit) == served.unit, (path, params, row)
     assert seen["/api/v1/gpu-hours"] == 200 and seen["/dashboard"] == 403  # the test saw both answers
     assert seen["/api/v1/benchmarks"] == 403 and len(seen) >= 9, seen
+    assert seen["/allocation/compute"] == seen["/allocation"] == 200, seen
 
 
 def test_the_access_log_names_the_token_by_its_id_and_never_the_token(served: Served) -> None:

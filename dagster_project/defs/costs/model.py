@@ -30,130 +30,69 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import datetime
-from decimal import ROUND_DOWN, Decimal
-from typing import Literal
+from decimal import Decimal
 
+from dagster_project.defs.costs.lines import (
+    GPU_HOURS,
+    HOUR,
+    MONTHS,
+    PLATFORM,
+    PLATFORM_OWNER,
+    Q12,
+    Basis,
+    CostLine,
+    DayAllocation,
+    IdleShare,
+    Owner,
+    SharePolicy,
+    UsageSegment,
+    gpu_cost,
+    merge_lines,
+    pro_rata,
+    with_energy,
+)
 from dagster_project.defs.costs.pricing import EPOCH, SHARED_TERMS, IdlePolicy, PriceBook, month_bounds, shared_amount
 
-PLATFORM = "__platform__"
-Q12 = Decimal("0.000000000001")
-HOUR = Decimal(3600)
-GPU_HOURS = "GPU-Hours"
-MONTHS = "Months"
-Basis = Literal["gpu_hours", "bytes_moved", "platform"]
-Owner = tuple[str, str, str]  # (business_unit, team, model)
-PLATFORM_OWNER: Owner = (PLATFORM, "", "")
+__all__ = [
+    "GPU_HOURS",
+    "HOUR",
+    "MONTHS",
+    "PLATFORM",
+    "PLATFORM_OWNER",
+    "Q12",
+    "CostLine",
+    "DayAllocation",
+    "IdleShare",
+    "Owner",
+    "SharePolicy",
+    "UsageSegment",
+    "allocate_day",
+    "allocate_idle",
+    "gpu_cost",
+    "merge_lines",
+    "pro_rata",
+    "with_energy",
+]
 
 
-@dataclass(frozen=True)
-class SharePolicy:
-    """How each shared monthly cost is divided among owners.
-
-    ``gpu_hours``: pro rata to each owner's allocated GPU-hours of the day (all GPU models).
-    ``bytes_moved``: pro rata to the storage bytes read and written by each owner's jobs, where the
-    storage counters name the job; on a day without such bytes it falls back to ``gpu_hours``.
-    ``platform``: not shared; the whole amount stays on the platform's remainder line.
-    """
-
-    network: Basis = "gpu_hours"
-    storage: Basis = "bytes_moved"
-    support: Basis = "gpu_hours"
-    operations: Basis = "gpu_hours"
-
-    def basis(self, term: str) -> Basis:
-        value: Basis = getattr(self, term)
-        return value
-
-
-@dataclass(frozen=True)
-class UsageSegment:
-    """GPU-seconds of one kind and owner, on one GPU model, in one rate segment of a day.
-
-    ``segment_start`` is the start of the rate version in force (``EPOCH`` before any version).
-    """
-
-    gpu_model: str
-    segment_start: datetime
-    kind: str  # allocated | unallocated | unavailable
-    owner: Owner
-    gpu_seconds: float
-    busy_seconds: float = 0.0
-    unobserved_seconds: float = 0.0
-    lost_seconds: float = 0.0  # failed attempts' seconds after their last checkpoint
-    energy_joules: float = 0.0
-
-
-@dataclass(frozen=True)
-class CostLine:
-    term: str
-    owner: Owner
-    gpu_model: str
-    price_from: datetime
-    unit_price: Decimal
-    pricing_unit: str
-    quantity: float
-    consumed_quantity: float
-    consumed_unit: str
-    basis: str
-    cost: Decimal
-    gpu_hours: float = 0.0
-    busy_gpu_hours: float = 0.0
-    idle_gpu_hours: float = 0.0
-    failure_waste_gpu_hours: float = 0.0
-    energy_kwh: float = 0.0
-    energy_cost: Decimal | None = None  # None: no energy price in force
-    carbon_kg: float | None = None  # None: no carbon intensity in force
-
-    def key(self) -> tuple[object, ...]:
-        return (self.term, self.owner, self.gpu_model, self.price_from, self.unit_price, self.pricing_unit,
-                self.consumed_unit, self.basis)
-
-
-@dataclass
-class DayAllocation:
-    lines: list[CostLine]
-    total: Decimal
-    unpriced_gpu_seconds: float = 0.0
-    notes: list[str] = field(default_factory=list)
-
-
-def gpu_cost(seconds: float, hourly: Decimal) -> Decimal:
-    """Cost of ``seconds`` GPU-seconds at ``hourly`` per GPU-hour, to 1e-12."""
-    return (Decimal(repr(float(seconds))) * hourly / HOUR).quantize(Q12)
-
-
-def with_energy(line: CostLine, kwh: float, book: PriceBook, at: datetime) -> CostLine:
-    """``line`` carrying ``kwh``, its cost and its emissions at the energy price in force at ``at``."""
-    price, carbon = book.energy_at(at)
-    cost = None if price is None else (Decimal(repr(float(kwh))) * price).quantize(Q12)
-    return replace(line, energy_kwh=kwh, energy_cost=cost, carbon_kg=None if carbon is None else kwh * carbon / 1000)
-
-
-def _plus(a: float | Decimal | None, b: float | Decimal | None) -> float | Decimal | None:
-    if a is None:
-        return b
-    return a if b is None else a + b  # type: ignore[operator]
-
-
-def pro_rata(amount: Decimal, weights: dict[Owner, float]) -> dict[Owner, Decimal]:
-    """Shares of ``amount`` proportional to ``weights``, rounded down to 1e-12 (never more than amount)."""
-    total = sum(w for w in weights.values() if w > 0)
-    if total <= 0:
-        return {}
-    t = Decimal(repr(float(total)))
-    return {o: (amount * Decimal(repr(float(w))) / t).quantize(Q12, rounding=ROUND_DOWN)
-            for o, w in sorted(weights.items()) if w > 0}
-
-
-def allocate_day(day_start: datetime, day_end: datetime, usage: Iterable[UsageSegment], book: PriceBook,
-                 policy: SharePolicy, storage_bytes: dict[Owner, float] | None = None) -> DayAllocation:
-    """Every cost of ``[day_start, day_end)`` as lines per term and owner; lines sum to ``total``."""
+def allocate_day(
+    day_start: datetime,
+    day_end: datetime,
+    usage: Iterable[UsageSegment],
+    book: PriceBook,
+    policy: SharePolicy,
+    storage_bytes: dict[Owner, float] | None = None,
+    idle_share: IdleShare = "policy",
+) -> DayAllocation:
+    """Every cost of ``[day_start, day_end)`` (a UTC day, or the part of one a report covers) as lines
+    per term and owner; lines sum to ``total``. ``idle_share`` overrides the idle policy in force
+    (:func:`allocate_idle`)."""
     segments = list(usage)
     alloc = DayAllocation([], Decimal(0))
     alloc.lines += direct_lines(segments, book, alloc)
-    alloc.lines += allocate_idle(segments, book, alloc, day_start)
+    alloc.lines += allocate_idle(segments, book, alloc, day_start, idle_share)
     weights = allocated_weights(segments)
     for a, b, version in book.shared_segments(day_start, day_end):
         m_start, m_end = month_bounds(a)
@@ -163,8 +102,18 @@ def allocate_day(day_start: datetime, day_end: datetime, usage: Iterable[UsageSe
             amount = shared_amount(version, term, a, b).quantize(Q12)
             alloc.total += amount
             basis, w, unit = _shared_basis(policy.basis(term), weights, storage_bytes or {})
-            alloc.lines += _spread(term, amount, w, basis, version.effective_from, version.monthly[term], MONTHS,
-                                   month_fraction, unit, day_fraction)
+            alloc.lines += _spread(
+                term,
+                amount,
+                w,
+                basis,
+                version.effective_from,
+                version.monthly[term],
+                MONTHS,
+                month_fraction,
+                unit,
+                day_fraction,
+            )
     alloc.lines = merge_lines(alloc.lines)
     return alloc
 
@@ -183,20 +132,62 @@ def direct_lines(segments: list[UsageSegment], book: PriceBook, alloc: DayAlloca
         alloc.total += kept_cost + lost_cost
         kwh = s.energy_joules / 3.6e6
         lost_kwh = kwh * lost / s.gpu_seconds if s.gpu_seconds > 0 else 0.0
-        lines.append(with_energy(CostLine("compute", s.owner, s.gpu_model, since, price, GPU_HOURS, kept / 3600,
-                                          kept / 3600, GPU_HOURS, "direct", kept_cost, gpu_hours=kept / 3600,
-                                          busy_gpu_hours=s.busy_seconds / 3600, idle_gpu_hours=idle / 3600),
-                                 kwh - lost_kwh, book, s.segment_start))
+        lines.append(
+            with_energy(
+                CostLine(
+                    "compute",
+                    s.owner,
+                    s.gpu_model,
+                    since,
+                    price,
+                    GPU_HOURS,
+                    kept / 3600,
+                    kept / 3600,
+                    GPU_HOURS,
+                    "direct",
+                    kept_cost,
+                    gpu_hours=kept / 3600,
+                    busy_gpu_hours=s.busy_seconds / 3600,
+                    idle_gpu_hours=idle / 3600,
+                ),
+                kwh - lost_kwh,
+                book,
+                s.segment_start,
+            )
+        )
         if lost > 0:
-            lines.append(with_energy(CostLine("retries", s.owner, s.gpu_model, since, price, GPU_HOURS, lost / 3600,
-                                              lost / 3600, GPU_HOURS, "direct", lost_cost, gpu_hours=lost / 3600,
-                                              failure_waste_gpu_hours=lost / 3600),
-                                     lost_kwh, book, s.segment_start))
+            lines.append(
+                with_energy(
+                    CostLine(
+                        "retries",
+                        s.owner,
+                        s.gpu_model,
+                        since,
+                        price,
+                        GPU_HOURS,
+                        lost / 3600,
+                        lost / 3600,
+                        GPU_HOURS,
+                        "direct",
+                        lost_cost,
+                        gpu_hours=lost / 3600,
+                        failure_waste_gpu_hours=lost / 3600,
+                    ),
+                    lost_kwh,
+                    book,
+                    s.segment_start,
+                )
+            )
     return lines
 
 
-def allocate_idle(segments: list[UsageSegment], book: PriceBook, alloc: DayAllocation,
-                  day_start: datetime) -> list[CostLine]:
+def allocate_idle(
+    segments: list[UsageSegment],
+    book: PriceBook,
+    alloc: DayAllocation,
+    day_start: datetime,
+    idle_share: IdleShare = "policy",
+) -> list[CostLine]:
     """``idle`` lines: the cost of unallocated and unavailable capacity, by the idle policy in force.
 
     - ``spread``: each idle pool (GPU model × rate segment) is shared to owners pro rata to their
@@ -206,6 +197,10 @@ def allocate_idle(segments: list[UsageSegment], book: PriceBook, alloc: DayAlloc
       model that day, pro rata to those GPU-hours: who uses a pool pays for its headroom; the
       idle capacity of a pool nobody used stays with the platform.
     - ``platform``: not shared; all idle cost stays on the platform's unshared remainder line.
+
+    A report may override the policy (OpenCost's idle options): ``separate`` keeps every pool on the
+    remainder line (as ``platform``), ``weighted`` shares it as ``spread`` does, ``even`` shares it
+    in equal parts among the owners that allocated any GPU in the period.
     """
     pools: dict[tuple[str, datetime, Decimal], float] = defaultdict(float)
     pool_joules: dict[tuple[str, datetime, Decimal], float] = defaultdict(float)
@@ -219,9 +214,13 @@ def allocate_idle(segments: list[UsageSegment], book: PriceBook, alloc: DayAlloc
     everyone = allocated_weights(segments)
     lines: list[CostLine] = []
     for (gpu_model, since, price), seconds in sorted(pools.items()):
-        idle_policy: IdlePolicy = book.idle_policy_at(max(since, day_start))
+        idle_policy: IdlePolicy | IdleShare = book.idle_policy_at(max(since, day_start))
+        if idle_share != "policy":
+            idle_policy = {"separate": "platform", "weighted": "spread"}.get(idle_share, idle_share)  # type: ignore[assignment]
         weights: dict[Owner, float]
-        if idle_policy == "spread":
+        if idle_policy == "even":
+            weights = dict.fromkeys(everyone, 1.0)
+        elif idle_policy == "spread":
             weights = everyone
         elif idle_policy == "by_allocation":
             weights = allocated_weights([s for s in segments if s.gpu_model == gpu_model])
@@ -230,11 +229,18 @@ def allocate_idle(segments: list[UsageSegment], book: PriceBook, alloc: DayAlloc
         cost = gpu_cost(seconds, price)
         alloc.total += cost
         pool_kwh = pool_joules[(gpu_model, since, price)] / 3.6e6
-        for line in _spread("idle", cost, weights, idle_policy, since, price, GPU_HOURS, seconds / 3600,
-                            GPU_HOURS, seconds / 3600):
+        for line in _spread(
+            "idle", cost, weights, idle_policy, since, price, GPU_HOURS, seconds / 3600, GPU_HOURS, seconds / 3600
+        ):
             hours = line.quantity
-            lines.append(with_energy(replace(line, gpu_model=gpu_model, gpu_hours=hours, idle_gpu_hours=hours),
-                                     pool_kwh * hours / (seconds / 3600), book, pool_start[(gpu_model, since, price)]))
+            lines.append(
+                with_energy(
+                    replace(line, gpu_model=gpu_model, gpu_hours=hours, idle_gpu_hours=hours),
+                    pool_kwh * hours / (seconds / 3600),
+                    book,
+                    pool_start[(gpu_model, since, price)],
+                )
+            )
     return lines
 
 
@@ -246,34 +252,28 @@ def allocated_weights(segments: Iterable[UsageSegment]) -> dict[Owner, float]:
     return dict(weights)
 
 
-def merge_lines(lines: Iterable[CostLine]) -> list[CostLine]:
-    """Lines with the same key summed; order is the key order (deterministic)."""
-    merged: dict[tuple[object, ...], CostLine] = {}
-    for line in lines:
-        k = line.key()
-        prev = merged.get(k)
-        merged[k] = line if prev is None else replace(
-            prev, quantity=prev.quantity + line.quantity,
-            consumed_quantity=prev.consumed_quantity + line.consumed_quantity,
-            cost=prev.cost + line.cost, gpu_hours=prev.gpu_hours + line.gpu_hours,
-            busy_gpu_hours=prev.busy_gpu_hours + line.busy_gpu_hours,
-            idle_gpu_hours=prev.idle_gpu_hours + line.idle_gpu_hours,
-            failure_waste_gpu_hours=prev.failure_waste_gpu_hours + line.failure_waste_gpu_hours,
-            energy_kwh=prev.energy_kwh + line.energy_kwh,
-            energy_cost=_plus(prev.energy_cost, line.energy_cost),  # type: ignore[arg-type]
-            carbon_kg=_plus(prev.carbon_kg, line.carbon_kg))  # type: ignore[arg-type]
-    return [merged[k] for k in sorted(merged, key=repr)]
-
-
-def _spread(term: str, amount: Decimal, weights: dict[Owner, float], basis: str, since: datetime, price: Decimal,
-            unit: str, quantity: float, consumed_unit: str, consumed_scale: float) -> list[CostLine]:
+def _spread(
+    term: str,
+    amount: Decimal,
+    weights: dict[Owner, float],
+    basis: str,
+    since: datetime,
+    price: Decimal,
+    unit: str,
+    quantity: float,
+    consumed_unit: str,
+    consumed_scale: float,
+) -> list[CostLine]:
     """``amount`` shared by ``weights``. The 1e-12 residue of rounding the shares down goes to the
     largest share; with no positive weight the whole amount stays on the platform's remainder line."""
     shares = pro_rata(amount, weights)
     if not shares:
         consumed = 0.0 if unit == MONTHS else quantity
-        return [CostLine(term, PLATFORM_OWNER, "", since, price, unit, quantity, consumed, consumed_unit, "platform",
-                         amount)]
+        return [
+            CostLine(
+                term, PLATFORM_OWNER, "", since, price, unit, quantity, consumed, consumed_unit, "platform", amount
+            )
+        ]
     largest = max(sorted(shares), key=lambda o: weights[o])  # first of the largest, in owner order
     shares[largest] += amount - sum(shares.values(), Decimal(0))
     total_w = sum(weights[o] for o in shares)
@@ -281,13 +281,15 @@ def _spread(term: str, amount: Decimal, weights: dict[Owner, float], basis: str,
     for owner, share in shares.items():
         frac = weights[owner] / total_w
         consumed = weights[owner] * consumed_scale if unit == MONTHS else quantity * frac
-        lines.append(CostLine(term, owner, "", since, price, unit, quantity * frac, consumed, consumed_unit, basis,
-                              share))
+        lines.append(
+            CostLine(term, owner, "", since, price, unit, quantity * frac, consumed, consumed_unit, basis, share)
+        )
     return lines
 
 
-def _shared_basis(basis: Basis, weights: dict[Owner, float],
-                  storage_bytes: dict[Owner, float]) -> tuple[str, dict[Owner, float], str]:
+def _shared_basis(
+    basis: Basis, weights: dict[Owner, float], storage_bytes: dict[Owner, float]
+) -> tuple[str, dict[Owner, float], str]:
     if basis == "bytes_moved" and sum(storage_bytes.values()) > 0:
         return "bytes_moved", {o: b / 1e9 for o, b in storage_bytes.items()}, "GB"
     if basis == "platform":
@@ -304,4 +306,3 @@ def _price(book: PriceBook, s: UsageSegment, alloc: DayAllocation) -> tuple[Deci
             alloc.notes.append(note)
         return Decimal(0), EPOCH
     return found
-

@@ -227,6 +227,8 @@ PROMETHEUS_URL: {{ . | quote }}
 GPULEDGER_WINDOW_SECONDS: {{ .Values.attribution.windowSeconds | quote }}
 GPULEDGER_ALLOWED_LATENESS_SECONDS: {{ .Values.attribution.allowedLatenessSeconds | quote }}
 GPULEDGER_FUTURE_TOLERANCE_SECONDS: {{ .Values.attribution.futureToleranceSeconds | quote }}
+GPULEDGER_TEAM_LABEL_KEYS: {{ join "," .Values.ownerLabels.team | quote }}
+GPULEDGER_MODEL_LABEL_KEYS: {{ join "," .Values.ownerLabels.model | quote }}
 GPULEDGER_METRICS_PORT: {{ .Values.metricsPort | quote }}
 GPULEDGER_METRICS_HOST: "0.0.0.0"
 {{- end -}}

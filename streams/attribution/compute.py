@@ -281,7 +281,32 @@ def compute_range_full(
     placements: Sequence[AllocationData],
     inputs: NodeInputs | None = None,
 ) -> RangeResult:
-    """Fact rows, and per window the node's physical GPUs and conflicts, for [start, end) on ``node``."""
+    """Fact rows, and per window the node's physical GPUs and conflicts, for [start, end) on ``node``.
+
+    The vectorised path (``streams/attribution/vector.py``) computes the nodes it covers, all
+    windows at once; the others take :func:`compute_range_scalar`, the reference. Both give the
+    same facts (``tests/unit/test_attribution_vector.py``)."""
+    from streams.attribution.vector import compute_range_vector  # imports this module
+
+    inputs = inputs or NodeInputs()
+    cols = samples if isinstance(samples, SampleColumns) else SampleColumns.from_rows(samples)
+    result = compute_range_vector(cluster, node, start, end, window_s, cols, placements, inputs)
+    if result is not None:
+        return result
+    return compute_range_scalar(cluster, node, start, end, window_s, cols, placements, inputs)
+
+
+def compute_range_scalar(
+    cluster: str,
+    node: str,
+    start: float,
+    end: float,
+    window_s: int,
+    samples: SampleColumns | Sequence[SampleRow],
+    placements: Sequence[AllocationData],
+    inputs: NodeInputs | None = None,
+) -> RangeResult:
+    """``compute_range_full`` window by window through the pure core (the reference for every case)."""
     inputs = inputs or NodeInputs()
     slots = _build_slots(samples)
     series = {slot: d.series for slot, d in slots.items()}

@@ -1,0 +1,109 @@
+"""Vectorised attribution of one node over a whole range of windows (numpy), for the common case.
+
+``compute.compute_range_full`` tries :func:`compute_range_vector` first; it returns None for a node
+it does not cover, and that node goes through the scalar path (``core.attribute_window_full`` per
+window), which stays the reference. Covered: whole-GPU samples (no MIG instance) with any gaps,
+silences, late or repeated samples, fatal XIDs, power and energy counters; the node's inventory,
+declared GPUs and drained/down states; placements bound by whole-GPU device ids (``GPU-<uuid>``,
+no DRA claim, nothing left unbound), none overlapping another on a GPU (no conflict), with the
+node's replicas per GPU the same over the range. Everything else (MIG, time-sliced replicas, DRA,
+Slurm GPU indices, mapping labels, unbound GPUs, conflicts) falls back to the scalar path.
+``tests/unit/test_attribution_vector.py`` checks that both paths give the same facts, to the bit.
+
+Modules: ``vector_series`` (samples as arrays, the core's integrals over many intervals),
+``vector_view`` (which GPUs each window has, in what order), ``vector_sweep`` (a GPU's windows
+swept at once), ``vector_facts`` (the warehouse's dicts and fact ids).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from pipelines.events import AllocationData
+from streams.attribution.compute import NodeInputs, RangeResult, SampleColumns
+from streams.attribution.core import Conflict, Owner
+from streams.attribution.resolve import to_placement
+from streams.attribution.vector_facts import facts_of
+from streams.attribution.vector_series import build_series, has_mig
+from streams.attribution.vector_sweep import Rows, attribute_gpu, node_slot_rows
+from streams.attribution.vector_view import Claim, NodeView, window_edges
+
+
+def compute_range_vector(
+    cluster: str,
+    node: str,
+    start: float,
+    end: float,
+    window_s: int,
+    samples: SampleColumns,
+    placements: Sequence[AllocationData],
+    inputs: NodeInputs,
+) -> RangeResult | None:
+    """What ``compute_range_full`` returns for [start, end) on ``node``, or None when the node's
+    input is not covered (the caller then takes the scalar path)."""
+    columns: tuple[Sequence[Any], ...] = samples.columns
+    if len(samples) and has_mig(columns[2]):
+        return None
+    win = window_edges(start, end, window_s)
+    if not win.count:
+        return RangeResult([], {})
+    last = float(win.ends[-1])
+    spans = inputs.replicas(start, last)
+    if len(spans) != 1:
+        return None
+    claims = claims_of(placements, start, last, spans[0][2])
+    if claims is None:
+        return None
+    view = NodeView(win, build_series(columns) if len(samples) else {}, claims, inputs)
+    rows = Rows()
+    for u in range(len(view.uuids)):
+        attribute_gpu(view, u, rows)
+    physical = node_slot_rows(view, rows)
+    none: list[Conflict] = []
+    windows = {w0: (p, none) for w0, p in zip(win.starts.tolist(), physical.tolist(), strict=True)}
+    return RangeResult(facts_of(cluster, node, window_s, view, rows), windows)
+
+
+def claims_of(
+    placements: Sequence[AllocationData], start: float, end: float, replicas: int | None
+) -> list[Claim] | None:
+    """The whole-GPU claims of the placements running in [start, end), ranked in the core's order,
+    or None when one of them is not covered."""
+    found: list[tuple[tuple[str, str, int, float, str], Owner, list[str], float, float | None]] = []
+    for p in placements:
+        if p.start_time is None:
+            continue
+        s, e = p.start_time.timestamp(), p.end_time.timestamp() if p.end_time is not None else None
+        if not (s < end and (e is None or e > start)):
+            continue
+        if not s or not p.device_ids or p.claims or any("::" in d or d.startswith("MIG-") for d in p.device_ids):
+            return None
+        core = to_placement(p, s, e, {}, replicas)
+        if core.unbound_gpus or not core.bindings or any(b.share != 1.0 or b.split for b in core.bindings):
+            return None
+        o = core.owner
+        key = (o.scheduler, o.job_id, o.attempt, core.start, repr(core.bindings))
+        found.append((key, o, [b.uuid for b in core.bindings], s, e))
+    found.sort(key=lambda f: f[0])
+    claims = [Claim(rank, o, u, s, e) for rank, (_, o, uuids, s, e) in enumerate(found) for u in uuids]
+    return claims if _disjoint(claims, start, end) else None
+
+
+def _disjoint(claims: Sequence[Claim], start: float, end: float) -> bool:
+    """No two claims on a GPU overlap in the range, and no job attempt claims a GPU twice."""
+    by_gpu: dict[str, list[tuple[float, float]]] = {}
+    seen: set[tuple[str, str, str, int]] = set()
+    for c in claims:
+        key = (c.uuid, c.owner.scheduler, c.owner.job_id, c.owner.attempt)
+        if key in seen:
+            return False
+        seen.add(key)
+        lo, hi = max(c.start, start), min(c.end if c.end is not None else end, end)
+        if hi > lo:
+            by_gpu.setdefault(c.uuid, []).append((lo, hi))
+    for spans in by_gpu.values():
+        spans.sort()
+        if any(b[0] < a[1] for a, b in zip(spans, spans[1:], strict=False)):
+            return False
+    return True

@@ -5,9 +5,10 @@ it does not cover, and that node goes through the scalar path (``core.attribute_
 window), which stays the reference. Covered: whole-GPU samples (no MIG instance) with any gaps,
 silences, late or repeated samples, fatal XIDs, power and energy counters; the node's inventory,
 declared GPUs and drained/down states; placements bound by whole-GPU device ids (``GPU-<uuid>``,
-no DRA claim, nothing left unbound), none overlapping another on a GPU (no conflict), with the
+no DRA claim, nothing left unbound) or by Slurm GPU indices that name the same GPU in every window
+the placement runs in, none overlapping another on a GPU (no conflict), with the
 node's replicas per GPU the same over the range. Everything else (MIG, time-sliced replicas, DRA,
-Slurm GPU indices, mapping labels, unbound GPUs, conflicts) falls back to the scalar path.
+ambiguous GPU indices, mapping labels, unbound GPUs, conflicts) falls back to the scalar path.
 ``tests/unit/test_attribution_vector.py`` checks that both paths give the same facts, to the bit.
 
 Modules: ``vector_series`` (samples as arrays, the core's integrals over many intervals),
@@ -23,9 +24,9 @@ from typing import Any
 from pipelines.events import AllocationData
 from streams.attribution.compute import NodeInputs, RangeResult, SampleColumns
 from streams.attribution.core import Conflict, Owner
-from streams.attribution.resolve import to_placement
+from streams.attribution.resolve import SlotMeta, to_placement
 from streams.attribution.vector_facts import facts_of
-from streams.attribution.vector_series import build_series, has_mig
+from streams.attribution.vector_series import GpuSeries, build_series, has_mig
 from streams.attribution.vector_sweep import Rows, attribute_gpu, node_slot_rows
 from streams.attribution.vector_view import Claim, NodeView, window_edges
 
@@ -52,10 +53,14 @@ def compute_range_vector(
     spans = inputs.replicas(start, last)
     if len(spans) != 1:
         return None
-    claims = claims_of(placements, start, last, spans[0][2])
+    series = build_series(columns) if len(samples) else {}
+    gpu_of_index = _gpu_indices(series, inputs)
+    claims = claims_of(placements, start, last, spans[0][2], gpu_of_index)
     if claims is None:
         return None
-    view = NodeView(win, build_series(columns) if len(samples) else {}, claims, inputs)
+    view = NodeView(win, series, claims, inputs)
+    if not all(view.named_by_samples_or_inventory(c) for c in claims if c.by_index):
+        return None  # a GPU index the window's GPUs do not map: bound otherwise there
     rows = Rows()
     for u in range(len(view.uuids)):
         attribute_gpu(view, u, rows)
@@ -65,29 +70,57 @@ def compute_range_vector(
     return RangeResult(facts_of(cluster, node, window_s, view, rows), windows)
 
 
+def _gpu_indices(series: dict[str, GpuSeries], inputs: NodeInputs) -> dict[int, SlotMeta] | None:
+    """GPU index → the GPU, when every GPU the samples and the inventory know has one index and
+    every index one GPU (what Slurm GPU indices bind to in every window); else None."""
+    index_of: dict[str, int | None] = {}
+    for uuid, index in [*((u, s.index) for u, s in series.items()), *((g.uuid, g.index) for g in inputs.inventory)]:
+        if index_of.setdefault(uuid, index) != index:
+            return None
+    out: dict[int, SlotMeta] = {}
+    for uuid, index in index_of.items():
+        if index is not None:
+            if index in out:
+                return None
+            out[index] = SlotMeta(uuid, index=index)
+    return out
+
+
 def claims_of(
-    placements: Sequence[AllocationData], start: float, end: float, replicas: int | None
+    placements: Sequence[AllocationData],
+    start: float,
+    end: float,
+    replicas: int | None,
+    gpu_of_index: dict[int, SlotMeta] | None = None,
 ) -> list[Claim] | None:
     """The whole-GPU claims of the placements running in [start, end), ranked in the core's order,
     or None when one of them is not covered."""
-    found: list[tuple[tuple[str, str, int, float, str], Owner, list[str], float, float | None]] = []
+    found: list[tuple[tuple[str, str, int, float, str], Owner, list[str], float, float | None, bool]] = []
     for p in placements:
         if p.start_time is None:
             continue
         s, e = p.start_time.timestamp(), p.end_time.timestamp() if p.end_time is not None else None
         if not (s < end and (e is None or e > start)):
             continue
-        if not s or not p.device_ids or p.claims or any("::" in d or d.startswith("MIG-") for d in p.device_ids):
+        by_index = not p.device_ids and bool(p.gpu_indices)
+        if by_index and (gpu_of_index is None or any(i not in gpu_of_index for i in p.gpu_indices)):
             return None
-        core = to_placement(p, s, e, {}, replicas)
+        if not s or not (p.device_ids or by_index) or p.claims or any(_partial(d) for d in p.device_ids):
+            return None
+        core = to_placement(p, s, e, gpu_of_index if by_index and gpu_of_index else {}, replicas)
         if core.unbound_gpus or not core.bindings or any(b.share != 1.0 or b.split for b in core.bindings):
             return None
         o = core.owner
         key = (o.scheduler, o.job_id, o.attempt, core.start, repr(core.bindings))
-        found.append((key, o, [b.uuid for b in core.bindings], s, e))
+        found.append((key, o, [b.uuid for b in core.bindings], s, e, by_index))
     found.sort(key=lambda f: f[0])
-    claims = [Claim(rank, o, u, s, e) for rank, (_, o, uuids, s, e) in enumerate(found) for u in uuids]
+    claims = [Claim(rank, o, u, s, e, ix) for rank, (_, o, uuids, s, e, ix) in enumerate(found) for u in uuids]
     return claims if _disjoint(claims, start, end) else None
+
+
+def _partial(device: str) -> bool:
+    """A device id naming less than a whole GPU (a replica, a MIG instance)."""
+    return "::" in device or device.startswith("MIG-")
 
 
 def _disjoint(claims: Sequence[Claim], start: float, end: float) -> bool:

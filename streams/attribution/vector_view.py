@@ -32,6 +32,7 @@ class Claim:
     uuid: str
     start: float
     end: float | None
+    by_index: bool = False  # bound by a Slurm GPU index: the window's samples or inventory map it
 
 
 @dataclass
@@ -69,6 +70,7 @@ class NodeView:
         self.model = np.zeros(shape, dtype=np.int64)  # code into ``models``
         self._from_samples()
         self._from_inventory(inputs)
+        self.known = self.present.copy()  # GPUs the samples or the inventory name (their indices map)
         self._from_claims()
         self.rank = self._order()
         self._contexts(inputs)
@@ -103,6 +105,11 @@ class NodeView:
         for c in self.claims:
             u = self.row[c.uuid]
             self._set(u, self.active(c) & ~self.present[u], None, "unknown")
+
+    def named_by_samples_or_inventory(self, c: Claim) -> bool:
+        """Whether the claim's GPU is one of the window's known GPUs in every window it runs in."""
+        active = self.active(c)
+        return bool(np.all(self.known[self.row[c.uuid], active]))
 
     def active(self, c: Claim) -> Bools:
         """The windows in which the claim's placement runs (the core's ``active``)."""

@@ -70,19 +70,21 @@ def compute_range_vector(
     return RangeResult(facts_of(cluster, node, window_s, view, rows), windows)
 
 
-def _gpu_indices(series: dict[str, GpuSeries], inputs: NodeInputs) -> dict[int, SlotMeta] | None:
+def _gpu_indices(series: dict[str, GpuSeries], inputs: NodeInputs) -> dict[str, SlotMeta] | None:
     """GPU index → the GPU, when every GPU the samples and the inventory know has one index and
     every index one GPU (what Slurm GPU indices bind to in every window); else None."""
     index_of: dict[str, int | None] = {}
     for uuid, index in [*((u, s.index) for u, s in series.items()), *((g.uuid, g.index) for g in inputs.inventory)]:
         if index_of.setdefault(uuid, index) != index:
             return None
-    out: dict[int, SlotMeta] = {}
+    out: dict[str, SlotMeta] = {}
+    seen: set[int] = set()
     for uuid, index in index_of.items():
         if index is not None:
-            if index in out:
+            if index in seen:
                 return None
-            out[index] = SlotMeta(uuid, index=index)
+            seen.add(index)
+            out[uuid] = SlotMeta(uuid, index=index)
     return out
 
 
@@ -91,11 +93,12 @@ def claims_of(
     start: float,
     end: float,
     replicas: int | None,
-    gpu_of_index: dict[int, SlotMeta] | None = None,
+    gpu_of_index: dict[str, SlotMeta] | None = None,
 ) -> list[Claim] | None:
     """The whole-GPU claims of the placements running in [start, end), ranked in the core's order,
     or None when one of them is not covered."""
     found: list[tuple[tuple[str, str, int, float, str], Owner, list[str], float, float | None, bool]] = []
+    indices = {m.index for m in gpu_of_index.values()} if gpu_of_index is not None else set()
     for p in placements:
         if p.start_time is None:
             continue
@@ -103,7 +106,7 @@ def claims_of(
         if not (s < end and (e is None or e > start)):
             continue
         by_index = not p.device_ids and bool(p.gpu_indices)
-        if by_index and (gpu_of_index is None or any(i not in gpu_of_index for i in p.gpu_indices)):
+        if by_index and (gpu_of_index is None or any(i not in indices for i in p.gpu_indices)):
             return None
         if not s or not (p.device_ids or by_index) or p.claims or any(_partial(d) for d in p.device_ids):
             return None

@@ -26,8 +26,8 @@ from streams.attribution.compute import NodeInputs, RangeResult, SampleColumns
 from streams.attribution.core import Conflict, Owner
 from streams.attribution.resolve import SlotMeta, to_placement
 from streams.attribution.vector_facts import facts_of
-from streams.attribution.vector_series import GpuSeries, build_series, has_mig
-from streams.attribution.vector_sweep import Rows, attribute_gpu, node_slot_rows
+from streams.attribution.vector_series import NodeSeries, build_series, has_mig
+from streams.attribution.vector_sweep import Rows, attribute, node_slot_rows
 from streams.attribution.vector_view import Claim, NodeView, window_edges
 
 
@@ -53,7 +53,7 @@ def compute_range_vector(
     spans = inputs.replicas(start, last)
     if len(spans) != 1:
         return None
-    series = build_series(columns) if len(samples) else {}
+    series = build_series(columns) if len(samples) else None
     gpu_of_index = _gpu_indices(series, inputs)
     claims = claims_of(placements, start, last, spans[0][2], gpu_of_index)
     if claims is None:
@@ -62,19 +62,19 @@ def compute_range_vector(
     if not all(view.named_by_samples_or_inventory(c) for c in claims if c.by_index):
         return None  # a GPU index the window's GPUs do not map: bound otherwise there
     rows = Rows()
-    for u in range(len(view.uuids)):
-        attribute_gpu(view, u, rows)
+    attribute(view, rows)
     physical = node_slot_rows(view, rows)
     none: list[Conflict] = []
     windows = {w0: (p, none) for w0, p in zip(win.starts.tolist(), physical.tolist(), strict=True)}
     return RangeResult(facts_of(cluster, node, window_s, view, rows), windows)
 
 
-def _gpu_indices(series: dict[str, GpuSeries], inputs: NodeInputs) -> dict[str, SlotMeta] | None:
+def _gpu_indices(series: NodeSeries | None, inputs: NodeInputs) -> dict[str, SlotMeta] | None:
     """GPU index → the GPU, when every GPU the samples and the inventory know has one index and
     every index one GPU (what Slurm GPU indices bind to in every window); else None."""
     index_of: dict[str, int | None] = {}
-    for uuid, index in [*((u, s.index) for u, s in series.items()), *((g.uuid, g.index) for g in inputs.inventory)]:
+    sampled = zip(series.uuids, series.index, strict=True) if series is not None else ()
+    for uuid, index in [*sampled, *((g.uuid, g.index) for g in inputs.inventory)]:
         if index_of.setdefault(uuid, index) != index:
             return None
     out: dict[str, SlotMeta] = {}

@@ -17,7 +17,7 @@ import numpy.typing as npt
 
 from streams.attribution.compute import INVENTORY_HORIZON_S, NodeInputs
 from streams.attribution.core import Owner, _merged
-from streams.attribution.vector_series import Floats, GpuSeries, down_intervals
+from streams.attribution.vector_series import Floats, NodeSeries, down_intervals, keys
 
 Bools = npt.NDArray[np.bool_]
 Ints = npt.NDArray[np.int64]
@@ -58,9 +58,10 @@ def window_edges(start: float, end: float, window_s: int) -> Windows:
 class NodeView:
     """Per GPU (row) and window (column): present, index, model; and each GPU's unavailable spans."""
 
-    def __init__(self, win: Windows, series: dict[str, GpuSeries], claims: Sequence[Claim], inputs: NodeInputs):
+    def __init__(self, win: Windows, series: NodeSeries | None, claims: Sequence[Claim], inputs: NodeInputs):
         self.win, self.series, self.claims = win, series, claims
-        names = dict.fromkeys([*series, *(g.uuid for g in inputs.inventory), *(c.uuid for c in claims)])
+        sampled = series.uuids if series is not None else []  # rows 0.. are the sampled GPUs, in order
+        names = dict.fromkeys([*sampled, *(g.uuid for g in inputs.inventory), *(c.uuid for c in claims)])
         self.uuids = list(names)
         self.row = {u: i for i, u in enumerate(self.uuids)}
         shape = (len(self.uuids), win.count)
@@ -89,10 +90,16 @@ class NodeView:
         self.model[u, where] = self.model_code(model)
 
     def _from_samples(self) -> None:
-        w = self.win
-        for uuid, s in self.series.items():
-            lo = np.searchsorted(s.times, w.starts - s.hold, "left")
-            self._set(self.row[uuid], np.searchsorted(s.times, w.ends, "left") > lo, s.index, s.model)
+        ns, w = self.series, self.win
+        if ns is None:
+            return
+        gpus = len(ns.uuids)
+        g = np.repeat(np.arange(gpus), w.count)
+        lo = (w.starts[None, :] - ns.hold[:, None]).ravel()
+        sk, lk, hk = keys(ns.gpu, ns.times, (g, lo), (g, np.tile(w.ends, gpus)))
+        seen = (np.searchsorted(sk, hk, "left") > np.searchsorted(sk, lk, "left")).reshape(gpus, w.count)
+        for u in range(gpus):
+            self._set(u, seen[u], ns.index[u], ns.model[u])
 
     def _from_inventory(self, inputs: NodeInputs) -> None:
         w = self.win
@@ -110,6 +117,12 @@ class NodeView:
         """Whether the claim's GPU is one of the window's known GPUs in every window it runs in."""
         active = self.active(c)
         return bool(np.all(self.known[self.row[c.uuid], active]))
+
+    def claim_spans(self, lo: float, hi: float) -> tuple[Floats, Floats]:
+        """Each claim's time clipped to [lo, hi) (an open end: ``hi``)."""
+        starts = np.array([max(c.start, lo) for c in self.claims], dtype=np.float64)
+        ends = np.array([min(c.end if c.end is not None else hi, hi) for c in self.claims], dtype=np.float64)
+        return starts, ends
 
     def active(self, c: Claim) -> Bools:
         """The windows in which the claim's placement runs (the core's ``active``)."""
@@ -146,8 +159,4 @@ class NodeView:
 
     def _down(self, uuid: str, since: float | None) -> list[tuple[float, float]]:
         """The GPU's unavailable spans: fatal XIDs, the node drained or down."""
-        s = self.series.get(uuid)
-        xid = down_intervals(s.xids, s.times, since) if s is not None else []
-        if s is None and since is not None:
-            xid = [(since, float("inf"))]
-        return [*xid, *self.node_spans]
+        return [*down_intervals(self.series, self.row[uuid], since), *self.node_spans]

@@ -44,6 +44,7 @@ class NodeSeries:
     times: Floats
     utils: Floats
     xids: Floats
+    fatal: npt.NDArray[np.bool_]  # the sample shows a fatal XID
     nxt: Floats  # the GPU's next sample time, inf after its last
     watts_in: Floats  # W from the sample on while the next sample lies before the horizon
     watts_edge: Floats  # W from the sample on when the next sample is at or after the horizon
@@ -92,7 +93,8 @@ def build_series(columns: tuple[Sequence[Any], ...]) -> NodeSeries:
         gpu,
         ts,
         _floats(utils)[perm],
-        _floats(xids)[perm],
+        xid := _floats(xids)[perm],
+        np.isin(xid, _FATAL),
         nxt,
         ts,
         ts,
@@ -143,9 +145,10 @@ def down_intervals(ns: NodeSeries | None, g: int, since: float | None) -> list[t
     if ns is None or g >= len(ns.uuids):
         return [(since, float("inf"))] if since is not None else []
     a, b = int(ns.bounds[g]), int(ns.bounds[g + 1])
-    xids = ns.xids[a:b]
-    seen = ~np.isnan(xids)
-    t, fatal = ns.times[a:b][seen], np.isin(xids[seen], _FATAL)
+    if since is None and not ns.fatal[a:b].any():
+        return []
+    seen = ~np.isnan(ns.xids[a:b])
+    t, fatal = ns.times[a:b][seen], ns.fatal[a:b][seen]
     if not t.size:
         return [(since, float("inf"))] if since is not None else []
     out: list[tuple[float, float]] = []

@@ -51,6 +51,7 @@ def _samples(rnd: random.Random, gpus: int, start: float, end: float) -> list[Sa
         t = start - 300 + rnd.uniform(0, interval)
         energy = rnd.uniform(0, 1e9)
         with_power, with_energy = rnd.random() < 0.7, rnd.random() < 0.5
+        index = g if rnd.random() < 0.9 else rnd.choice([None, 7])  # some exporters give none, or another
         while t < stops:
             if rnd.random() < 0.85:  # else a scrape gap
                 energy = rnd.uniform(0, 1e6) if rnd.random() < 0.05 else energy + rnd.uniform(0, 3e4) * interval
@@ -59,7 +60,7 @@ def _samples(rnd: random.Random, gpus: int, start: float, end: float) -> list[Sa
                         round(t, 3),
                         f"GPU-{g}",
                         None,
-                        g,
+                        index,
                         H100,
                         "",
                         rnd.choice([None, 0.0, 1.0, rnd.random(), rnd.random()]),
@@ -167,7 +168,7 @@ def test_vectorised_facts_are_the_scalar_facts_bit_for_bit(seed: int, windows: i
     cols = SampleColumns.from_rows(rows)
     vector = compute_range_vector("c", "n1", start, end, 60, cols, placements, inputs)
     scalar = compute_range_scalar("c", "n1", start, end, 60, rows, placements, inputs)
-    if vector is None:  # only a GPU index some window cannot map (a GPU not seen then) declines
+    if vector is None:  # only Slurm GPU indices decline: ambiguous, or a GPU some window does not know
         assert any(p.gpu_indices for p in placements)
         return
     assert vector.facts == scalar.facts
@@ -199,6 +200,8 @@ def test_outside_the_cover_the_scalar_path_answers(seed: int, windows: int) -> N
     if rnd.random() < 0.5:  # a second claim on GPU-0 at the same time: a conflict
         extra = [_alloc(rnd, 10, ["GPU-0"], start - 1, None), _alloc(rnd, 11, ["GPU-0"], start + 5.5, None)]
     placements = [*placements, *extra]
+    if rnd.random() < 0.3:  # a MIG instance's sample
+        rows = [*rows, SampleRow(start + 1, "GPU-0", 1, 0, H100, "3g.40gb", 0.5, 0, "", "", "", 30.0)]
     cols = SampleColumns.from_rows(rows)
     assert compute_range_vector("c", "n1", start, end, 60, cols, placements, inputs) is None
     full = compute_range_full("c", "n1", start, end, 60, rows, placements, inputs)

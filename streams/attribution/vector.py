@@ -6,8 +6,8 @@ window), which stays the reference. Covered: whole-GPU samples (no MIG instance)
 silences, late or repeated samples, fatal XIDs, power and energy counters; the node's inventory,
 declared GPUs and drained/down states; placements bound by whole-GPU device ids (``GPU-<uuid>``,
 no DRA claim, nothing left unbound) or by Slurm GPU indices that name the same GPU in every window
-the placement runs in, none overlapping another on a GPU (no conflict), with the
-node's replicas per GPU the same over the range. Everything else (MIG, time-sliced replicas, DRA,
+the placement runs in, none overlapping another on a GPU (no conflict), with the node's replicas
+per GPU the same over the range. Everything else (MIG, time-sliced replicas, DRA,
 ambiguous GPU indices, mapping labels, unbound GPUs, conflicts) falls back to the scalar path.
 ``tests/unit/test_attribution_vector.py`` checks that both paths give the same facts, to the bit.
 
@@ -64,8 +64,9 @@ def compute_range_vector(
     rows = Rows()
     attribute(view, rows)
     physical = node_slot_rows(view, rows)
-    none: list[Conflict] = []
-    windows = {w0: (p, none) for w0, p in zip(win.starts.tolist(), physical.tolist(), strict=True)}
+    windows: dict[float, tuple[float, list[Conflict]]] = {
+        w0: (p, []) for w0, p in zip(win.starts.tolist(), physical.tolist(), strict=True)
+    }  # no conflict: the cover has none
     return RangeResult(facts_of(cluster, node, window_s, view, rows), windows)
 
 

@@ -56,6 +56,8 @@ def sums(groups: Ints, weights: Floats, groups_count: int) -> Floats:
 
 
 def _floats(column: Sequence[Any]) -> Floats:
+    if isinstance(column, list) and column.count(None) == len(column):  # a metric not scraped at all
+        return np.full(len(column), np.nan)
     return np.asarray(column, dtype=np.float64)  # None → NaN
 
 
@@ -70,8 +72,8 @@ def build_series(columns: tuple[Sequence[Any], ...]) -> NodeSeries:
     times, uuids, _migs, indices, models, _profiles, utils, xids, _ns, _pods, _jobs, intervals, *energy = columns
     n = len(times)
     t = _floats(times)
-    lookup: dict[str, int] = {}
-    codes = np.fromiter((lookup.setdefault(u, len(lookup)) for u in uuids), dtype=np.int64, count=n)
+    lookup = {u: i for i, u in enumerate(dict.fromkeys(uuids))}  # GPUs in order of first appearance
+    codes = np.fromiter(map(lookup.__getitem__, uuids), dtype=np.int64, count=n)
     by_time = np.argsort(t, kind="stable") if np.any(t[1:] < t[:-1]) else np.arange(n)
     perm = by_time[np.argsort(codes[by_time], kind="stable")]  # per GPU, in time order
     gpu, ts = codes[perm], t[perm]

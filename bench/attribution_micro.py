@@ -8,6 +8,10 @@ and a simulator history (``pipelines/simulator``: Kubernetes and Slurm, MIG, tim
 XIDs, drains), parsed by the real parsers. Usage::
 
     python -m bench.attribution_micro [--nodes 32 --hours 6] [--sim-nodes 8 --sim-hours 6]
+
+Measured on the 2-core development machine (defaults): the benchmark load 10.3–10.6 µs per
+GPU-sample window by window, 2.7–2.8 µs vectorised (every chunk covered); the simulator history
+12.5–12.7 µs, 8.9–9.3 µs with 42 % of its samples vectorised (its MIG nodes take the scalar path).
 """
 
 from __future__ import annotations

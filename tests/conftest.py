@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import pytest
+from pydantic import SecretStr
 
 from pipelines.settings import Settings
 
@@ -130,7 +131,7 @@ def fresh_settings(endpoints: Endpoints, tmp_path_factory: pytest.TempPathFactor
         kafka_bootstrap_servers=endpoints.kafka_bootstrap,
         clickhouse_url=endpoints.clickhouse_url,
         clickhouse_user=endpoints.clickhouse_user,
-        clickhouse_password=endpoints.clickhouse_password,
+        clickhouse_password=SecretStr(endpoints.clickhouse_password),
         clickhouse_database=f"test_{tag}",
         topic_prefix=f"test-{tag}.",
         home=tmp_path_factory.mktemp(f"home-{tag}"),
@@ -150,7 +151,7 @@ def client(isolated_settings: Settings) -> Iterator[Client]:
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
     """In CI a skipped test is a failure: a suite that silently skips proves nothing."""
     report: pytest.TestReport = yield
     if os.environ.get("CI") and report.skipped and not hasattr(report, "wasxfail"):

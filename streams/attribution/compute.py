@@ -104,7 +104,7 @@ class NodeInputs:
 
 @dataclass
 class RangeResult:
-    facts: list[dict[str, object]]
+    facts: list[dict[str, Any]]
     windows: dict[float, tuple[float, list[Conflict]]]  # window start → (physical GPUs, conflicts)
 
 
@@ -269,7 +269,7 @@ def compute_range(
     samples: SampleColumns | Sequence[SampleRow],
     placements: Sequence[AllocationData],
     inputs: NodeInputs | None = None,
-) -> list[dict[str, object]]:
+) -> list[dict[str, Any]]:
     """Fact rows (as warehouse dicts) for every window of [start, end) on ``node``."""
     return compute_range_full(cluster, node, start, end, window_s, samples, placements, inputs).facts
 
@@ -363,7 +363,7 @@ def _core_placements(
 
 def fact_dict(
     cluster: str, w0: float, window_s: int, r: FactRow, window_start: datetime | None = None
-) -> dict[str, object]:
+) -> dict[str, Any]:
     o = r.owner
     window_start = window_start or datetime.fromtimestamp(w0, tz=UTC)
     scheduler, job_id, attempt = (o.scheduler, o.job_id, o.attempt) if o else ("", "", 0)

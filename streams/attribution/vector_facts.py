@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 from datetime import UTC, datetime
+from typing import Any
 
 import numpy as np
 
@@ -27,7 +28,7 @@ OWNER_KEYS = ("scheduler", "job_id", "logical_job", "attempt", "namespace", "acc
               "workload_kind", "team_label", "model")  # fmt: skip
 
 
-def facts_of(cluster: str, node: str, window_s: int, view: NodeView, rows: Rows) -> list[dict[str, object]]:
+def facts_of(cluster: str, node: str, window_s: int, view: NodeView, rows: Rows) -> list[dict[str, Any]]:
     """The rows as ``compute.fact_dict`` dicts, in the core's order."""
     if not rows.chunks:
         return []
@@ -43,7 +44,7 @@ def facts_of(cluster: str, node: str, window_s: int, view: NodeView, rows: Rows)
     bases[-1] = _base(cluster, node, window_s, None)
     uuids = [*view.uuids, NODE_SLOT]  # gpu -1: the node-level slot
     models = view.models
-    out: list[dict[str, object]] = []
+    out: list[dict[str, Any]] = []
     for k, g, m, kind_code, o, gpu_s, busy, unobserved, energy in zip(*cols, strict=True):
         uuid = uuids[g]
         kind = KINDS.get(kind_code, "unallocated")
@@ -63,9 +64,9 @@ def facts_of(cluster: str, node: str, window_s: int, view: NodeView, rows: Rows)
     return out
 
 
-def _base(cluster: str, node: str, window_s: int, o: Owner | None) -> dict[str, object]:
+def _base(cluster: str, node: str, window_s: int, o: Owner | None) -> dict[str, Any]:
     """A fact dict with the columns one owner's rows share, in ``compute.fact_dict``'s key order."""
-    row: dict[str, object] = dict.fromkeys(FACT_KEYS)
+    row: dict[str, Any] = dict.fromkeys(FACT_KEYS)
     row.update(cluster=cluster, window_seconds=window_s, node=node)
     if o is None:
         row.update(dict(zip(OWNER_KEYS, ("", "", "", 0, "", "", "", "", "", "", ""), strict=True)))

@@ -102,7 +102,7 @@ def _read_body(request: BaseHTTPRequestHandler) -> bytes:
     if request.headers.get("Transfer-Encoding", "").lower() != "chunked":
         length = int(request.headers.get("Content-Length") or 0)
         return request.rfile.read(length) if length else b""
-    parts = []
+    parts: list[bytes] = []
     while True:
         size = int(request.rfile.readline().split(b";")[0].strip(), 16)
         if size == 0:

@@ -27,6 +27,6 @@ sink = app.topic(os.environ["ECHO_OUT"], value_type=bytes, key_type=bytes, value
 
 
 @app.agent(source)
-async def echo(stream):  # type: ignore[no-untyped-def]
+async def echo(stream):
     async for event in stream.events():
         await sink.send(key=event.key, value=b"echo:" + event.value)

@@ -82,7 +82,7 @@ def test_a_late_failure_rematerializes_the_days_it_ran_and_their_month(isolated_
     finally:
         client.close()
     late = _evaluate(isolated_settings, first.cursor)
-    wanted = sorted((r.job_name, r.partition_key) for r in late.run_requests)
+    wanted = sorted((r.job_name, r.partition_key) for r in late.run_requests or [])
     assert wanted == [("daily_assets_job", "2026-03-14"), ("daily_assets_job", "2026-03-15"),
                       ("daily_assets_job", "2026-03-16"), ("monthly_assets_job", "2026-03-01")]
     assert int(late.cursor or 0) > int(first.cursor or 0)

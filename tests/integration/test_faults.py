@@ -70,7 +70,7 @@ def _free_port() -> int:
 def _count(settings: Settings, sql: str) -> int:
     client = get_client(settings)
     try:
-        return int(client.command(sql))
+        return int(str(client.command(sql)))
     finally:
         client.close()
 

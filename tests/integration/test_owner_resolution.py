@@ -43,7 +43,7 @@ def write(wh: Warehouse, windows: list[datetime], facts: list[dict[str, Any]]) -
 
 
 @pytest.fixture
-def wh(isolated_settings: Settings):  # type: ignore[no-untyped-def]
+def wh(isolated_settings: Settings):
     apply_migrations(isolated_settings)
     w = Warehouse(isolated_settings)
     yield w

@@ -141,7 +141,7 @@ def publish(pipeline: Pipeline, tmp: Path, cluster: str, units: dict[str, list[s
 
 
 @pytest.fixture
-def pipeline(isolated_settings: Settings, tmp_path: Path):  # type: ignore[no-untyped-def]
+def pipeline(isolated_settings: Settings, tmp_path: Path):
     p = Pipeline(isolated_settings, tmp_path)
     yield p
     p.stop_all()

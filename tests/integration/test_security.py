@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 import typer
+from pydantic import SecretStr
 from typer.testing import CliRunner
 
 from bench.load import Load, encode, publish
@@ -65,7 +66,7 @@ def _tables(settings: Settings) -> dict[str, int]:
     try:
         names = [r[0] for r in client.query("SELECT name FROM system.tables WHERE database = currentDatabase() "
                                             "AND engine NOT LIKE '%View'").result_rows]
-        return {n: int(client.command(f"SELECT count() FROM `{n}`")) for n in names}
+        return {n: int(str(client.command(f"SELECT count() FROM `{n}`"))) for n in names}
     finally:
         client.close()
 
@@ -141,7 +142,7 @@ def test_cli_and_worker_authenticate_and_never_print_the_secret(
         guarded: EndpointProcess, endpoints: Endpoints, tmp_path: Path) -> None:
     (tmp_path / "home").mkdir()
     settings = Settings(kafka_bootstrap_servers=endpoints.kafka_bootstrap, clickhouse_url=guarded.url,
-                        clickhouse_user="ledger", clickhouse_password=SECRET, clickhouse_database="secured",
+                        clickhouse_user="ledger", clickhouse_password=SecretStr(SECRET), clickhouse_database="secured",
                         topic_prefix=f"test-secured-{tmp_path.name[-12:]}.", home=tmp_path / "home")
     pipeline = Pipeline(settings, tmp_path)
     try:

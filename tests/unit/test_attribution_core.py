@@ -28,11 +28,11 @@ def flat(util: float, start: float = W0 - 90, end: float = W1 + 30, step: float 
     return Series(times, [util] * len(times), [xid] * len(times), step)
 
 
-def by_kind(rows, kind):  # type: ignore[no-untyped-def]
+def by_kind(rows, kind):
     return [r for r in rows if r.kind == kind]
 
 
-def per_gpu_total(rows):  # type: ignore[no-untyped-def]
+def per_gpu_total(rows):
     totals: dict[str, float] = defaultdict(float)
     for r in rows:
         totals[r.gpu_uuid] += r.gpu_seconds
@@ -133,7 +133,7 @@ GPU_IDS = [f"GPU-{i}" for i in range(3)]
 
 
 @st.composite
-def scenario(draw):  # type: ignore[no-untyped-def]
+def scenario(draw):
     placements = []
     for i in range(draw(st.integers(0, 6))):
         start = W0 + draw(st.floats(-120, 70, allow_nan=False))
@@ -162,14 +162,14 @@ def scenario(draw):  # type: ignore[no-untyped-def]
     return gpus, placements, series
 
 
-def _canon(rows):  # type: ignore[no-untyped-def]
+def _canon(rows):
     return sorted((r.gpu_uuid, r.slot, r.kind, str(r.owner), round(r.gpu_seconds, 6), round(r.busy_seconds, 6),
                    round(r.unobserved_seconds, 6)) for r in rows)
 
 
 @settings(max_examples=300, deadline=None)
 @given(scenario())
-def test_capacity_conserved_per_gpu_and_busy_bounded(case) -> None:  # type: ignore[no-untyped-def]
+def test_capacity_conserved_per_gpu_and_busy_bounded(case) -> None:
     gpus, placements, series = case
     rows = attribute_window("n1", W0, W1, gpus, placements, series)
     overflow = sum(r.gpu_seconds for r in rows if r.gpu_uuid == "")
@@ -187,7 +187,7 @@ def test_capacity_conserved_per_gpu_and_busy_bounded(case) -> None:  # type: ign
 
 @settings(max_examples=200, deadline=None)
 @given(scenario(), st.randoms(use_true_random=False))
-def test_order_of_events_and_duplicates_change_nothing(case, rnd: random.Random) -> None:  # type: ignore[no-untyped-def]
+def test_order_of_events_and_duplicates_change_nothing(case, rnd: random.Random) -> None:
     gpus, placements, series = case
     expected = _canon(attribute_window("n1", W0, W1, gpus, placements, series))
     shuffled = list(placements) + list(placements)  # every event delivered twice, in another order

@@ -117,9 +117,9 @@ def test_compute_range_splits_windows_and_conserves_each() -> None:
     facts = compute_range("c", "n1", t, t + 180, 60, _samples("GPU-a", 0.5, t - 30, 8), [data])
     by_window: dict[Any, float] = {}
     for f in facts:
-        by_window[f["window_start"]] = by_window.get(f["window_start"], 0.0) + float(f["gpu_seconds"])  # type: ignore[arg-type]
+        by_window[f["window_start"]] = by_window.get(f["window_start"], 0.0) + float(f["gpu_seconds"])
     assert sorted(by_window.values()) == pytest.approx([60.0, 60.0, 60.0])
-    allocated = sum(f["gpu_seconds"] for f in facts if f["kind"] == "allocated")  # type: ignore[misc]
+    allocated = sum(f["gpu_seconds"] for f in facts if f["kind"] == "allocated")
     assert allocated == pytest.approx(60.0)
     assert len({f["fact_id"] for f in facts}) == len(facts)
 
@@ -132,7 +132,7 @@ def test_rows_and_activity_from_a_batch() -> None:
                              "time": T0.isoformat(), "cluster": "c",
                              "data": alloc(start_time=T0 - timedelta(hours=2)).model_dump(mode="json")})
     tables, activity = rows_for([sample, placement])
-    [row] = as_rows(tables["gpu_samples"])  # type: ignore[arg-type]
+    [row] = as_rows(tables["gpu_samples"])
     assert row["gpu_model"] == "H100" and row["utilization"] == 0.4 and row["node"] == "n1"
     act = activity[("c", "n1")]
     assert act.min_time == T0 - timedelta(hours=2) and act.max_time == T0 and act.allocations

@@ -60,8 +60,8 @@ def run(
     per_gpu: dict[str, float] = defaultdict(float)
     for f in result.facts:
         if f["kind"] == "allocated":
-            per_job[str(f["job_id"])] += float(f["gpu_seconds"])  # type: ignore[arg-type]
-        per_gpu[str(f["gpu_uuid"])] += float(f["gpu_seconds"])  # type: ignore[arg-type]
+            per_job[str(f["job_id"])] += float(f["gpu_seconds"])
+        per_gpu[str(f["gpu_uuid"])] += float(f["gpu_seconds"])
     ((physical, conflicts),) = result.windows.values()
     assert conflicts == []
     return dict(per_job), dict(per_gpu), physical
@@ -202,8 +202,8 @@ def test_capacity_is_the_physical_gpus_whatever_the_sharing(
     )
     per_gpu: dict[str, float] = defaultdict(float)
     for f in result.facts:
-        per_gpu[str(f["gpu_uuid"])] += float(f["gpu_seconds"])  # type: ignore[arg-type]
-        assert float(f["busy_seconds"]) <= float(f["gpu_seconds"]) + 1e-9  # type: ignore[arg-type]
+        per_gpu[str(f["gpu_uuid"])] += float(f["gpu_seconds"])
+        assert float(f["busy_seconds"]) <= float(f["gpu_seconds"]) + 1e-9
     assert per_gpu == {"GPU-a": pytest.approx(W), "GPU-b": pytest.approx(W)}
     ((physical, _),) = result.windows.values()
     assert physical == 2

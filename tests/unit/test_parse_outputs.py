@@ -95,6 +95,7 @@ def test_outputs_reach_the_workload_outputs_table() -> None:
                    '"end": "2026-11-02T10:05:00Z"}', cluster="c1")
     tables, activity = rows_for(result.events)
     (row,) = tables["workload_outputs"]
+    assert isinstance(row, dict)
     assert (row["scheduler"], row["job_id"], row["unit"], row["quantity"], row["model_name"]) == (
         "kubernetes", "ns/p", "requests", 42.0, "")
     assert row["time"] == datetime(2026, 11, 2, 10, 5, tzinfo=UTC) and activity == {}

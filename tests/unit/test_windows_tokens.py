@@ -94,3 +94,31 @@ def test_stalled_nodes_are_those_whose_input_waits_too_long() -> None:
             ("c", "done", t, t, now - 900 * 10**9, 0, t, datetime(2026, 11, 3, tzinfo=UTC), 5),  # closed past it
             ("c", "held", t, t, now - 900 * 10**9, 1, t, t, 0)]  # quarantined: reported as such
     assert stalled_nodes(rows, {("c", "held")}, 600, now) == [("c", "waiting")]
+
+
+def test_a_token_in_the_file_may_carry_an_expiry(tmp_path: Path) -> None:
+    path = tmp_path / "tokens"
+    path.write_text(
+        f"{hashed_line('t-old', 'all')} expires=2026-11-30T00:00:00Z\n"
+        f"{hashed_line('t-day', 'business_unit:Research')} expires=2026-12-01\n"
+        f"{hashed_line('t-forever', 'all')}\n"
+    )
+    tokens = Tokens.from_file(path)
+    before, after = datetime(2026, 11, 29, 23, 59, tzinfo=UTC), datetime(2026, 12, 1, 0, 0, 1, tzinfo=UTC)
+    old = tokens.identify("t-old")
+    assert old is not None and old.expires == datetime(2026, 11, 30, tzinfo=UTC)
+    assert old.expired(before) is None
+    reason = old.expired(after)
+    assert reason is not None and "expired at 2026-11-30T00:00:00Z" in reason and "\n" not in reason
+    assert "t-old" not in reason and old.id in reason
+    day = tokens.identify("t-day")  # a date alone: midnight UTC at the start of that day
+    assert day is not None and day.scope == Scope("Research") and day.expires == datetime(2026, 12, 1, tzinfo=UTC)
+    forever = tokens.identify("t-forever")
+    assert forever is not None and forever.expires is None and forever.expired(after) is None
+    for bad in ("expires=soon", "expires=2026-13-01", "until=2026-12-01", "expires=2026-12-01 extra"):
+        path.write_text(f"{hashed_line('t-x', 'all')} {bad}\n")
+        with pytest.raises(BadTokens, match="tokens:1"):
+            Tokens.from_file(path)
+    path.write_text(f"{hashed_line('t-x', 'all')} expires=2026-12-01T00:00:00+02:00\n")
+    x = Tokens.from_file(path).identify("t-x")
+    assert x is not None and x.expires == datetime(2026, 11, 30, 22, tzinfo=UTC)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from clickhouse_connect.driver.client import Client
 from fastapi import APIRouter, HTTPException, Request
@@ -48,14 +48,16 @@ class Asked:
 
 
 def _resolve(request: Request, client: Client, scope: str | None, cluster: str | None, window: str, by: str) -> Asked:
-    """The view asked for; without a cluster, the first one with data in the window. A business-unit
+    """The view asked for; without a cluster, the first one with data. A business-unit
     scope may not drill into another unit (403)."""
     filters = {d: request.query_params[d] for d in DRILL if request.query_params.get(d)}
     if scope is not None and filters.get("business_unit", scope) != scope:
         raise reports.OutOfScope(f"a token for {scope} may not open another business unit")
-    start, end = reports.time_range(None, None, window, max_days=request.app.state.max_days)
-    found = reports.run(client, "gpu-hours", by="cluster", start=start, end=end, business_unit=scope).records
-    clusters = sorted(str(r["key"]) for r in found if not str(r["key"]).startswith("__"))
+    max_days = request.app.state.max_days
+    start, end = reports.time_range(None, None, window, max_days=max_days)
+    since = datetime.now(UTC) - timedelta(days=max_days)  # the clusters the page offers: any with data since
+    found = reports.run(client, "gpu-hours", by="cluster", start=since, end=datetime.now(UTC), business_unit=scope)
+    clusters = sorted(str(r["key"]) for r in found.records if not str(r["key"]).startswith("__"))
     default = clusters[0] if clusters else request.app.state.settings.cluster
     return Asked(View(cluster or default, window, by, filters), start, end, clusters)
 

@@ -118,12 +118,16 @@ def charts(data: dict[str, Any]) -> dict[str, tuple[str, str]]:
     )
     uc = data["unit_cost"]
     terms = ("compute", "network", "storage", "support", "operations", "idle", "retries")
+    # each term's share of the unit cost as it reads (per 1M tokens, per 1k outputs, per run)
     per_unit = {
-        t: [float(r[t]) / float(r["accepted_units"]) if r["accepted_units"] else 0.0 for r in uc] for t in terms
+        t: [float(r[t]) / float(r["total"]) * float(r["unit_cost_scaled"] or 0.0) if r["total"] else 0.0 for r in uc]
+        for t in terms
     }
+    per = " / ".join(sorted({str(r["unit_cost_per"]) for r in uc})) or "accepted unit"
+    currency = next((str(r["currency"]) for r in uc), "")
     out["unit-cost"] = (
-        "Effective unit cost per month, by term (cost per accepted unit)",
-        stacked_bars("unit cost", [str(r["month"])[:7] for r in uc], per_unit, "cost per unit"),
+        f"Effective unit cost per month, by term ({currency} per {per})",
+        stacked_bars("unit cost", [str(r["month"])[:7] for r in uc], per_unit, f"{currency} per {per}"),
     )
     runs = sorted(data["benchmarks"], key=lambda r: str(r["time"]))
     health = {(str(r["day"]), r["node_set"]): r for r in data["fabric_health"]}
@@ -249,6 +253,8 @@ def sections(data: dict[str, Any]) -> str:
                 "accepted_units",
                 "unit_kind",
                 "unit_cost",
+                "unit_cost_scaled",
+                "unit_cost_per",
             ],
             None,
             "table-unit-cost",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -48,6 +49,8 @@ class Site:
     cluster: str
     unit: str  # the scoped token's business unit
     other: str  # another unit with rows
+    demo_stdout: str
+    env: dict[str, str]
 
     def api(self, path: str, token: str = ADMIN, **params: str) -> requests.Response:
         return requests.get(self.url + path, params=params, headers={"Authorization": f"Bearer {token}"}, timeout=60)
@@ -97,7 +100,7 @@ def site(endpoints: Endpoints, tmp_path_factory: pytest.TempPathFactory) -> Iter
                 pass
             assert serve.poll() is None and time.monotonic() < deadline, (home / "serve.log").read_text()
             time.sleep(0.3)
-        site = Site(url, home, ran["start"][:7], ran["cluster"], "research", "")
+        site = Site(url, home, ran["start"][:7], ran["cluster"], "research", "", done.stdout, env)
         units = [r["key"] for r in site.api("/api/v1/gpu-hours", by="business_unit", window=site.month).json()]
         assert "research" in units, units
         site.other = next(u for u in units if u not in ("research",) and not u.startswith("__"))
@@ -299,3 +302,31 @@ def test_csrf_expiry_and_the_access_log(site: Site) -> None:
     assert EXPIRED not in (site.home / "access.log").read_text()
     mine = hashed_line(EXPIRED, "all").split()[0][: len("sha256:") + 12]
     assert any(r["token"] == mine and r["status"] == 401 and "expired" in (r["reason"] or "") for r in lines)
+
+
+def test_unit_cost_reads_per_million_generated_tokens(site: Site) -> None:
+    """The demo's servers report generated and prompt tokens: the unit cost divides by the generated
+    ones and reads per 1M of them (not "0.00 USD" per token) in the API, the CLI, the demo's summary
+    and the dashboard, with the raw per-token value kept beside it."""
+    (row,) = site.api("/api/v1/unit-cost", period=site.month, cluster=site.cluster).json()
+    assert row["unit_kind"] == "output_events:tokens_generated" and row["unit_cost_per"] == "1M tokens_generated"
+    assert row["unit_cost_scaled"] == pytest.approx(float(row["total"]) * 1e6 / row["accepted_units"], abs=0.005)
+    assert row["unit_cost_scaled"] >= 1.0 and 0 < float(row["unit_cost"]) < 0.01  # the raw value stays
+    shown = f"{row['unit_cost_scaled']:,.2f} {row['currency']} per 1M tokens_generated"
+    assert shown in " ".join(site.demo_stdout.split()), site.demo_stdout[-1500:]
+    cli = subprocess.run(
+        [sys.executable, "-m", "pipelines.cli.main", "report", "unit-cost", "--period", site.month],
+        env={**site.env, "COLUMNS": "200"},
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert cli.returncode == 0 and shown in cli.stdout, cli.stdout + cli.stderr
+    page = site.api("/dashboard", window=site.month, cluster=site.cluster).text
+    table = page[page.index('id="table-unit-cost"') :]
+    assert f"{row['unit_cost_scaled']:,.2f}" in table[: table.index("</table>")]
+    chart = page[page.index('id="chart-unit-cost"') :]
+    ticks = re.findall(r'text-anchor="end" font-size="11">([^<]*)</text>', chart[: chart.index("</svg>")])
+    assert len(set(ticks)) == len(ticks) >= 3 and "per 1M tokens_generated" in chart[: chart.index("</svg>")]

@@ -17,6 +17,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -84,22 +85,7 @@ def site(endpoints: Endpoints, tmp_path_factory: pytest.TempPathFactory) -> Iter
             f"{hashed_line(ADMIN, 'all')}\n{hashed_line(SCOPED, 'business_unit:research')}\n"
             f"{hashed_line(EXPIRED, 'all')} expires=2020-01-01T00:00:00Z\n"
         )
-        port = _free_port()
-        argv = [sys.executable, "-m", "pipelines.cli.main", "serve", "--port", str(port), "--tokens-file", str(tokens)]
-        log = open(home / "serve.log", "wb")  # noqa: SIM115 - closed below
-        serve = subprocess.Popen(
-            [*argv, "--access-log", str(home / "access.log")], env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT
-        )
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if requests.get(url + "/healthz", timeout=2).status_code == 200:
-                    break
-            except requests.ConnectionError:
-                pass
-            assert serve.poll() is None and time.monotonic() < deadline, (home / "serve.log").read_text()
-            time.sleep(0.3)
+        serve, url = start_serve(home, env, "serve")
         site = Site(url, home, ran["start"][:7], ran["cluster"], "research", "", done.stdout, env)
         units = [r["key"] for r in site.api("/api/v1/gpu-hours", by="business_unit", window=site.month).json()]
         assert "research" in units, units
@@ -109,8 +95,38 @@ def site(endpoints: Endpoints, tmp_path_factory: pytest.TempPathFactory) -> Iter
         if serve is not None:
             serve.terminate()
             serve.wait(timeout=30)
-            log.close()
         down(settings)
+
+
+@contextmanager
+def serving(home: Path, env: dict[str, str], name: str) -> Iterator[str]:
+    """Another ``gpuledger serve`` of the same warehouse, with ``env``; its URL."""
+    serve, url = start_serve(home, env, name)
+    try:
+        yield url
+    finally:
+        serve.terminate()
+        serve.wait(timeout=30)
+
+
+def start_serve(home: Path, env: dict[str, str], name: str) -> tuple[subprocess.Popen[bytes], str]:
+    """``gpuledger serve`` with the tokens file in ``home``, answering ``/healthz``; its log and
+    access log are ``home/<name>.log`` and ``home/<name>-access.log``."""
+    port = _free_port()
+    argv = [sys.executable, "-m", "pipelines.cli.main", "serve", "--port", str(port)]
+    argv += ["--tokens-file", str(home / "tokens"), "--access-log", str(home / f"{name}-access.log")]
+    with open(home / f"{name}.log", "wb") as log:
+        serve = subprocess.Popen(argv, env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if requests.get(url + "/healthz", timeout=2).status_code == 200:
+                return serve, url
+        except requests.ConnectionError:
+            pass
+        assert serve.poll() is None and time.monotonic() < deadline, (home / f"{name}.log").read_text()
+        time.sleep(0.3)
 
 
 @pytest.fixture
@@ -298,8 +314,8 @@ def test_csrf_expiry_and_the_access_log(site: Site) -> None:
     expired = site.api("/api/v1/gpu-hours", token=EXPIRED, window=site.month)
     assert expired.status_code == 401 and expired.json()["detail"].startswith("token sha256:")
     assert "expired at 2020-01-01T00:00:00Z" in expired.json()["detail"]
-    lines = [json.loads(line) for line in (site.home / "access.log").read_text().splitlines()]
-    assert EXPIRED not in (site.home / "access.log").read_text()
+    lines = [json.loads(line) for line in (site.home / "serve-access.log").read_text().splitlines()]
+    assert EXPIRED not in (site.home / "serve-access.log").read_text()
     mine = hashed_line(EXPIRED, "all").split()[0][: len("sha256:") + 12]
     assert any(r["token"] == mine and r["status"] == 401 and "expired" in (r["reason"] or "") for r in lines)
 
@@ -330,3 +346,32 @@ def test_unit_cost_reads_per_million_generated_tokens(site: Site) -> None:
     chart = page[page.index('id="chart-unit-cost"') :]
     ticks = re.findall(r'text-anchor="end" font-size="11">([^<]*)</text>', chart[: chart.index("</svg>")])
     assert len(set(ticks)) == len(ticks) >= 3 and "per 1M tokens_generated" in chart[: chart.index("</svg>")]
+
+
+def test_a_trusted_proxy_header_only_when_configured(site: Site) -> None:
+    """Off by default: the header alone is no login. Configured, the user it names gets the scope
+    the list gives it, and a user not listed gets 403."""
+    header = {"X-Forwarded-Email": "Lead@Example.com"}
+    params = {"window": site.month, "by": "business_unit"}
+    ignored = requests.get(site.url + "/dashboard/export.csv", params=params, headers=header, timeout=60)
+    assert ignored.status_code == 401
+    env = {
+        **site.env,
+        "GPULEDGER_TRUSTED_USER_HEADER": "X-Forwarded-Email",
+        "GPULEDGER_TRUSTED_USERS": "lead@example.com=business_unit:research,cfo@example.com=all",
+    }
+    with serving(site.home, env, "proxied") as url:
+        lead = requests.get(url + "/dashboard/export.csv", params=params, headers=header, timeout=60)
+        assert lead.status_code == 200 and [r["business_unit"] for r in csv.DictReader(lead.text.splitlines())] == [
+            "research"
+        ]
+        cfo = requests.get(
+            url + "/dashboard/export.csv", params=params, headers={"X-Forwarded-Email": "cfo@example.com"}, timeout=60
+        )
+        assert cfo.status_code == 200 and site.other in cfo.text
+        stranger = requests.get(
+            url + "/dashboard/export.csv", params=params, headers={"X-Forwarded-Email": "x@example.com"}, timeout=60
+        )
+        assert stranger.status_code == 403
+    lines = [json.loads(line) for line in (site.home / "proxied-access.log").read_text().splitlines()]
+    assert {r["token"] for r in lines} == {"user:lead@example.com", "user:cfo@example.com", "user:x@example.com"}

@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import requests
@@ -79,9 +80,9 @@ def choose(chrome: webdriver.Chrome, **values: str) -> None:
 
 
 def shown(chrome: webdriver.Chrome) -> dict[str, str]:
-    """The drill table: grouping column (the last dimension before the numbers) -> allocated GPU-hours."""
+    """The drill table: the chosen grouping's column (``by`` of the page's URL) -> allocated GPU-hours."""
     head = [th.text for th in chrome.find_elements(By.CSS_SELECTOR, "#drill-table thead th")]
-    key = max(i for i, h in enumerate(head) if not h.endswith(("_hours", "_kwh")) and "cost" not in h)
+    key = head.index(parse_qs(urlsplit(chrome.current_url).query)["by"][0])
     col = head.index("allocated_gpu_hours")
     out = {}
     for tr in chrome.find_elements(By.CSS_SELECTOR, "#drill-table tbody tr"):

@@ -47,8 +47,11 @@ class Sessions:
     live: dict[str, tuple[Known, float]] = field(default_factory=dict)
 
     def open(self, who: Known) -> str:
+        now = time.time()
+        for old in [s for s, (_, end) in self.live.items() if end < now]:  # sessions nobody logged out of
+            del self.live[old]
         sid = secrets.token_urlsafe(32)
-        self.live[sid] = (who, time.time() + SESSION_S)
+        self.live[sid] = (who, now + SESSION_S)
         return sid
 
     def get(self, sid: str) -> Known | None:

@@ -22,6 +22,10 @@ def test_a_session_ends_at_logout_or_after_its_lifetime() -> None:
     sessions.live[other] = (who, time.time() - 1)  # its SESSION_S are over
     assert sessions.get(other) is None and other not in sessions.live
     assert sessions.get("no-such-session") is None and 3600 <= SESSION_S <= 12 * 3600
+    stale = sessions.open(who)
+    sessions.live[stale] = (who, time.time() - 1)
+    fresh = sessions.open(who)  # opening one drops those whose time is over
+    assert set(sessions.live) == {fresh}
 
 
 def test_trusted_users_map_a_user_to_a_scope() -> None:

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 DRILL = ("business_unit", "team")  # the levels a row opens, in order; the last opens jobs
 NEXT = {"business_unit": "team", "team": "job"}
+EMPTY_NUMBERS = ("allocated_gpu_hours", "busy_gpu_hours", "failed_gpu_hours", "idle_gpu_hours", "gpu_hours")
 BY_CHOICES = ("business_unit", "team", "model", "namespace", "job", "gpu_model", "node", "user", "queue", "cluster")
 
 
@@ -73,8 +74,9 @@ def rows(client: Client, view: View, start: datetime, end: datetime, business_un
 
 
 def columns(found: list[dict[str, Any]], view: View) -> list[str]:
+    """The dimensions, then the rows' numbers (an empty table keeps the GPU-hours columns)."""
     dims = view.dims()
-    numbers = [c for c in (found[0] if found else {}) if c not in dims]
+    numbers = [c for c in found[0] if c not in dims] if found else list(EMPTY_NUMBERS)
     return [*dims, *numbers]
 
 

@@ -83,7 +83,8 @@ def drill_table(found: list[dict[str, Any]], view: View) -> str:
                 text = f'<a class="drill" href="{escape(target)}">{text}</a>'
             cells.append(f'<td class="{"n" if isinstance(value, float | int) else ""}">{text}</td>')
         body.append(f"<tr>{''.join(cells)}</tr>")
-    return f'<table id="drill-table"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+    empty = '<p id="drill-empty">No GPU-hours in this window.</p>' if not found else ""
+    return f'<table id="drill-table"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>{empty}'
 
 
 def page(

@@ -91,8 +91,9 @@ def shown(chrome: webdriver.Chrome) -> dict[str, str]:
     return out
 
 
-def api_rows(site: Site, dims: list[str], **filters: str) -> list[dict[str, Any]]:
-    rows = site.api("/api/v1/gpu-hours", by=",".join(dims), window=site.month, cluster=site.cluster).json()
+def api_rows(site: Site, dims: list[str], window: str = "", **filters: str) -> list[dict[str, Any]]:
+    by = ",".join(dims)
+    rows = site.api("/api/v1/gpu-hours", by=by, window=window or site.month, cluster=site.cluster).json()
     if len(dims) == 1:
         rows = [{dims[0]: r.pop("key"), **r} for r in rows]
     return [r for r in rows if all(r[k] == v for k, v in filters.items())]
@@ -117,6 +118,15 @@ def test_log_in_switch_drill_download_and_log_out(site: Site, browser: webdriver
 
     choose(chrome, window=site.month, by="team")  # the page's controls, not a typed URL
     assert shown(chrome) == as_shown(api_rows(site, ["team"]), "team") and len(shown(chrome)) >= 3
+    assert chrome.find_element(By.ID, "span").text.startswith(f"{site.month}-01T00:00:00Z")
+    choose(chrome, window="yesterday")  # the demo's data lies in its month: another window, other rows
+    assert (
+        shown(chrome)
+        == as_shown(api_rows(site, ["team"], "yesterday"), "team")
+        != as_shown(api_rows(site, ["team"]), "team")
+    )
+    assert not shown(chrome) and chrome.find_element(By.ID, "drill-empty").is_displayed()
+    choose(chrome, window=site.month)
     choose(chrome, by="business_unit")
     top = shown(chrome)
     assert top == as_shown(api_rows(site, ["business_unit"]), "business_unit") and site.other in top

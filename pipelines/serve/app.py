@@ -41,10 +41,9 @@ from sql.client import get_client
 from sql.values import plain
 
 PERIOD_FILE = r"^\d{4}-(0[1-9]|1[0-2])\.(csv|parquet)$"
-AUDITED = ("/api/", "/dashboard", "/login", "/logout")  # every request to these is a line of the access log
-# one JSON line per API, dashboard or login request: time, token id (never the token), scope, path,
-# status, rows, and why a request was refused; its own logger, so an operator routes it apart from
-# the server's log (`gpuledger serve --access-log`)
+AUDITED = ("/api/", "/dashboard")  # every request to these is a line of the access log
+# one JSON line per API or dashboard request: time, token id (never the token), scope, path, status,
+# rows; its own logger, so an operator routes it apart from the server's log (`gpuledger serve --access-log`)
 access_log = logging.getLogger("gpuledger.access")
 
 
@@ -89,7 +88,7 @@ def create_app(settings: Settings, tokens: Tokens, max_days: float = 400.0, stal
         response: Response = await call_next(request)
         route = request.scope.get("route")
         requests_total.labels(getattr(route, "path", "unmatched"), str(response.status_code)).inc()
-        if request.url.path.startswith(AUDITED):
+        if request.url.path.startswith(AUDITED + session.AUDITED):  # and logins; "reason": why refused
             access_log.info(
                 orjson.dumps(
                     {

@@ -35,6 +35,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from pipelines.serve.tokens import BadTokens, Known, Scope, Tokens
 
+AUDITED = ("/login", "/logout")  # lines of the access log too, beside the API's
 COOKIE = "gpuledger_session"
 SESSION_S = 8 * 3600  # a working day; then log in again
 router = APIRouter(include_in_schema=False)

@@ -246,6 +246,8 @@ def create_app(settings: Settings, tokens: Tokens, max_days: float = 400.0, stal
         media = "text/csv" if fmt == "csv" else "application/vnd.apache.parquet"
         return Response(body, media_type=media, headers={"Content-Disposition": f'attachment; filename="{path.name}"'})
 
+    # / (login), /logout and /dashboard: the session and dashboard routers, included above
+
     app.state.started = time.time()
     return app
 

@@ -53,6 +53,10 @@ def test_csrf_expiry_and_the_access_log(site: Site) -> None:
     assert EXPIRED not in (site.home / "serve-access.log").read_text()
     mine = hashed_line(EXPIRED, "all").split()[0][: len("sha256:") + 12]
     assert any(r["token"] == mine and r["status"] == 401 and "expired" in (r["reason"] or "") for r in lines)
+    logins = [r for r in lines if r["path"] == "/login"]  # logins are lines of the access log too
+    assert [r["status"] for r in logins] == [403, 403, 303] and logins[0]["reason"] == "cross-site POST refused"
+    admin = hashed_line(ADMIN, "all").split()[0][: len("sha256:") + 12]
+    assert logins[2]["token"] == admin and logins[2]["scope"] == "all" and logins[2]["reason"] is None
 
 
 def test_unit_cost_reads_per_million_generated_tokens(site: Site) -> None:

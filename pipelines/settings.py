@@ -90,6 +90,12 @@ class Settings(BaseSettings):
     # --- HTTP API (gpuledger serve) -----------------------------------------------------------
     api_tokens: SecretStr | None = Field(
         default=None, description="'<token>=all,<token>=business_unit:<name>' (or serve --tokens-file)")
+    trusted_user_header: str | None = Field(
+        default=None, description="header naming the user an authenticating reverse proxy logged in (e.g. "
+        "X-Forwarded-Email of oauth2-proxy); off by default; safe ONLY when serve is reachable through that "
+        "proxy alone")
+    trusted_users: str | None = Field(
+        default=None, description="with trusted_user_header: '<user>=all,<user>=business_unit:<name>'")
 
     metrics_port: int = Field(default=0, ge=0, le=65535, description="/metrics of a collector (and of stream "
                               "worker N at this port + N); 0: none")

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what only the tests need, after scripts/setup.sh, idempotently (silent when current):
-# Debian packages (Prometheus for the collector's tests, Chromium for the dashboard's browser test, a
+# Debian packages (Prometheus for the collector's tests, Chromium and its driver for the dashboard's browser tests, a
 # Slurm cluster with accounting for the Slurm collector's tests), then the tool chains of
 # scripts/test-setup.d, each cached outside the clone (~/.cache/gpuledger) and skipped when current:
 # helm and the manifest checker, the FOCUS validator, kube-apiserver and etcd.
@@ -9,7 +9,8 @@ cd "$(dirname "$0")/.."
 
 need_apt=()
 command -v prometheus >/dev/null 2>&1 || need_apt+=(prometheus)
-command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)  # the dashboard's browser test
+command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)  # the dashboard's browser tests
+command -v chromedriver >/dev/null 2>&1 || need_apt+=(chromium-driver)  # selenium's driver for the served dashboard
 # a real Slurm cluster for the Slurm collector's tests (infra/slurm/start.sh): daemons, accounting, its database
 command -v slurmctld >/dev/null 2>&1 || need_apt+=(slurm-wlm slurmdbd munge mariadb-server)
 command -v slurmrestd >/dev/null 2>&1 || need_apt+=(slurmrestd)

@@ -23,8 +23,9 @@ from pipelines.settings import get_settings
 from pipelines.windows import BadWindow, month_of
 from sql.client import get_client
 
-export_app = typer.Typer(help="Exports for finance: monthly chargeback as FinOps FOCUS 1.2 files.",
-                         no_args_is_help=True)
+export_app = typer.Typer(
+    help="Exports for finance: monthly chargeback as FinOps FOCUS 1.2 files.", no_args_is_help=True
+)
 PERIOD = re.compile(r"^\d{4}-(0[1-9]|1[0-2])$")
 TERMS = ("compute", "network", "storage", "support", "operations", "idle", "retries")
 
@@ -35,8 +36,9 @@ class ExportFormat(StrEnum):
 
 
 PeriodOpt = Annotated[str | None, typer.Option("--period", help="billing period, YYYY-MM (UTC)")]
-MonthWindowOpt = Annotated[str | None, typer.Option(
-    "--window", help="instead of --period: last-month, month-to-date or YYYY-MM")]
+MonthWindowOpt = Annotated[
+    str | None, typer.Option("--window", help="instead of --period: last-month, month-to-date or YYYY-MM")
+]
 
 
 def _period(text: str | None, window: str | None = None) -> str:
@@ -73,41 +75,61 @@ def chargeback(
         raise UsageFailure(str(exc)) from None
     finally:
         client.close()
-    typer.echo(f"{month}: total {result.total} {result.currency} = business units "
-               f"{result.total - result.platform} + platform remainder {result.platform} "
-               f"({result.lines} lines, from {result.source})")
+    typer.echo(
+        f"{month}: total {result.total} {result.currency} = business units "
+        f"{result.total - result.platform} + platform remainder {result.platform} "
+        f"({result.lines} lines, from {result.source})"
+    )
     if result.changed_since is not None:
-        typer.echo(f"note: {month} changed after its export of {result.changed_since:%Y-%m-%d %H:%M:%S} UTC "
-                   "(late data or a late failure); these files replace it")
+        typer.echo(
+            f"note: {month} changed after its export of {result.changed_since:%Y-%m-%d %H:%M:%S} UTC "
+            "(late data or a late failure); these files replace it"
+        )
     for path in result.paths:
         typer.echo(str(path))
 
 
-def unit_cost(period: PeriodOpt = None, window: MonthWindowOpt = None,
-              format: Annotated[Format, typer.Option("--format")] = Format.table,
-              unit: Annotated[str | None, typer.Option(
-                  help="cost per million units of this output instead (tokens_generated, samples, … or a family: "
-                       "'tokens' takes every tokens_* unit), per --by group, beside the cost per successful run")]
-              = None,
-              by: Annotated[str | None, typer.Option(help="with --unit: group by one or several of: "
-                                                          + ", ".join(reports.UNIT_COST_DIMENSIONS)
-                                                          + " (default model)")] = None,
-              start: Annotated[str | None, typer.Option("--from", help="with --unit, instead of --period: start")]
-              = None,
-              end: Annotated[str | None, typer.Option("--to", help="with --unit: end, exclusive")] = None,
-              cluster: Annotated[str | None, typer.Option(help="with --unit: only this cluster")] = None) -> None:
+def unit_cost(
+    period: PeriodOpt = None,
+    window: MonthWindowOpt = None,
+    format: Annotated[Format, typer.Option("--format")] = Format.table,
+    unit: Annotated[
+        str | None,
+        typer.Option(
+            help="cost per million units of this output instead (tokens_generated, samples, … or a family: "
+            "'tokens' takes every tokens_* unit), per --by group, beside the cost per successful run"
+        ),
+    ] = None,
+    by: Annotated[
+        str | None,
+        typer.Option(
+            help="with --unit: group by one or several of: "
+            + ", ".join(reports.UNIT_COST_DIMENSIONS)
+            + " (default model)"
+        ),
+    ] = None,
+    start: Annotated[str | None, typer.Option("--from", help="with --unit, instead of --period: start")] = None,
+    end: Annotated[str | None, typer.Option("--to", help="with --unit: end, exclusive")] = None,
+    cluster: Annotated[str | None, typer.Option(help="with --unit: only this cluster")] = None,
+) -> None:
     """The effective cluster unit cost of a month, with every term of
     (compute + network + storage + support + operations + idle + retries) / accepted workload units;
     with --unit, the cost per million units of an output (tokens, samples, requests) per group."""
-    from dagster_project.defs.exports.reports import UNIT_COST_COLUMNS, unit_cost_records
+    from dagster_project.defs.exports.reports import (
+        SCALED_COLUMNS,
+        UNIT_COST_COLUMNS,
+        scaled_text,
+        unit_cost_records,
+    )
 
     if unit is not None:
         if period is not None:
             if start is not None or end is not None or window is not None:
                 raise UsageFailure("give --period, --window or --from/--to, not several")
             window = _period(period)
-        report("unit-cost", by=by, start=start, end=end, window=window, cluster=cluster, fmt=format,
-               extra={"unit": unit})
+        report(
+            "unit-cost", by=by, start=start, end=end, window=window, cluster=cluster, fmt=format, extra={"unit": unit}
+        )
         return
     if start is not None or end is not None or cluster is not None or by is not None:
         raise UsageFailure("--by, --from, --to and --cluster go with --unit; the month's unit cost takes --period")
@@ -119,18 +141,40 @@ def unit_cost(period: PeriodOpt = None, window: MonthWindowOpt = None,
     finally:
         client.close()
     if format != Format.table:
-        emit(list(UNIT_COST_COLUMNS), [tuple(r[c] for c in UNIT_COST_COLUMNS) for r in records], format, "unit cost")
+        columns = (*UNIT_COST_COLUMNS, *SCALED_COLUMNS)
+        emit(list(columns), [tuple(r[c] for c in columns) for r in records], format, "unit cost")
         return
     table = [(r["cluster"], t, f"{r[t]} {r['currency']}") for r in records for t in (*TERMS, "total")]
     table += [(r["cluster"], "accepted units", f"{r['accepted_units']:g} {r['unit_kind']}") for r in records]
-    table += [(r["cluster"], "unit cost", "n/a (no accepted units)" if r["unit_cost"] is None
-               else f"{r['unit_cost']} {r['currency']}") for r in records]
-    emit(["cluster", "term", "amount"], sorted(table, key=lambda row: row[0]), format,
-         f"effective cluster unit cost, {month}")
+    table += [
+        (
+            r["cluster"],
+            "unit cost",
+            "n/a (no accepted units)" if r["unit_cost"] is None else f"{r['unit_cost']} {r['currency']}",
+        )
+        for r in records
+    ]
+    table += [
+        (
+            r["cluster"],
+            f"unit cost per {r['unit_cost_per']}",
+            "n/a" if r["unit_cost_scaled"] is None else f"{r['unit_cost_scaled']:,.2f} {r['currency']}",
+        )
+        for r in records
+    ]
+    emit(
+        ["cluster", "term", "amount"],
+        sorted(table, key=lambda row: row[0]),
+        format,
+        f"effective cluster unit cost, {month}",
+    )
     for r in records:
         terms = " + ".join(f"{t} {r[t]}" for t in TERMS)
-        typer.echo(f"{r['cluster']}: ({terms}) / {r['accepted_units']:g} {r['unit_kind']} = "
-                   f"{r['unit_cost'] if r['unit_cost'] is not None else 'n/a'} {r['currency']}")
+        typer.echo(
+            f"{r['cluster']}: ({terms}) / {r['accepted_units']:g} {r['unit_kind']} = "
+            f"{r['unit_cost'] if r['unit_cost'] is not None else 'n/a'} {r['currency']} = "
+            f"{scaled_text(r)}"
+        )
 
 
 def register(app: typer.Typer, report_app: typer.Typer) -> None:

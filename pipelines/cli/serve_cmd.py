@@ -18,7 +18,11 @@ def serve(
     port: Annotated[int, typer.Option(help="port to listen on")] = 8080,
     tokens_file: Annotated[
         Path | None,
-        typer.Option("--tokens-file", help="file of 'sha256:<hex> <scope>' lines (instead of GPULEDGER_API_TOKENS)"),
+        typer.Option(
+            "--tokens-file",
+            help="file of 'sha256:<hex> <scope>' lines, each optionally ending in expires=<ISO time> "
+            "(instead of GPULEDGER_API_TOKENS)",
+        ),
     ] = None,
     max_days: Annotated[float, typer.Option(help="longest time range one request may ask for")] = 400.0,
     stall_after: Annotated[
@@ -39,7 +43,8 @@ def serve(
         ),
     ] = None,
 ) -> None:
-    """Serve /api/v1 (bearer tokens, per-business-unit scopes), /dashboard, /healthz, /readyz and /metrics."""
+    """Serve /api/v1 (bearer tokens, per-business-unit scopes), the login page / and /dashboard (a session
+    cookie, docs/DASHBOARD.md), /healthz, /readyz and /metrics."""
     from pipelines.serve.tokens import Tokens, hashed_line
 
     if hash_token is not None:

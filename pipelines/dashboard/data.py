@@ -13,6 +13,7 @@ from typing import Any
 
 from clickhouse_connect.driver.client import Client
 
+from dagster_project.defs.exports.reports import with_scaled
 from pipelines import reports
 from sql.values import plain
 
@@ -60,7 +61,9 @@ def collect(client: Client, cluster: str, start: datetime, end: datetime) -> dic
         return reports.run(client, name, start=start, end=end, cluster=cluster, **kw).records
 
     data: dict[str, Any] = {
-        "cluster": cluster, "start": plain(start), "end": plain(end),
+        "cluster": cluster,
+        "start": plain(start),
+        "end": plain(end),
         "gpu_hours_by_business_unit": report("gpu-hours", by="business_unit"),
         "gpu_hours_by_team": report("gpu-hours", by="team"),
         "failures": report("failures", limit=100000),
@@ -72,7 +75,7 @@ def collect(client: Client, cluster: str, start: datetime, end: datetime) -> dic
         "hourly_gpu_hours_by_business_unit": records(client, HOURLY_BU, p),
         "daily_cost_by_business_unit": records(client, DAILY_COST, p),
         "fabric_health": records(client, FABRIC, p),
-        "unit_cost": records(client, UNIT_COST, {"cluster": cluster}),
+        "unit_cost": [with_scaled(r) for r in records(client, UNIT_COST, {"cluster": cluster})],
     }
     data["totals"] = totals(data)
     data["failure_burn_by_reason"] = burn_by_reason(data["failures"])
@@ -93,14 +96,17 @@ def causes_total(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def totals(data: dict[str, Any]) -> dict[str, float]:
     """Allocated / busy / idle / failed GPU-hours, capacity and energy, from the by-business-unit rows."""
     owned = [r for r in data["gpu_hours_by_business_unit"] if not str(r["key"]).startswith("__")]
-    out = {k: sum(float(r[k]) for r in owned) for k in ("allocated_gpu_hours", "busy_gpu_hours", "idle_gpu_hours",
-                                                         "failed_gpu_hours", "unobserved_gpu_hours")}
+    out = {
+        k: sum(float(r[k]) for r in owned)
+        for k in ("allocated_gpu_hours", "busy_gpu_hours", "idle_gpu_hours", "failed_gpu_hours", "unobserved_gpu_hours")
+    }
     out["capacity_gpu_hours"] = sum(float(r["gpu_hours"]) for r in data["gpu_hours_by_business_unit"])
     # every GPU's energy, held or not (the owners' and the unallocated and unavailable capacity's)
     out["energy_kwh"] = sum(float(r["energy_kwh"]) for r in data["gpu_hours_by_business_unit"])
     for kind in ("unallocated", "unavailable"):
-        out[f"{kind}_gpu_hours"] = sum(float(r["gpu_hours"]) for r in data["gpu_hours_by_business_unit"]
-                                       if r["key"] == f"__{kind}__")
+        out[f"{kind}_gpu_hours"] = sum(
+            float(r["gpu_hours"]) for r in data["gpu_hours_by_business_unit"] if r["key"] == f"__{kind}__"
+        )
     out["cost"] = sum(float(r["cost"]) for r in data["daily_cost_by_business_unit"])
     return out
 
@@ -109,8 +115,9 @@ def burn_by_reason(failures: list[dict[str, Any]]) -> list[dict[str, Any]]:
     by: dict[str, dict[str, Any]] = {}
     for row in failures:
         reason = row["failure_reason"] or "(unknown)"
-        agg = by.setdefault(reason, {"failure_reason": reason, "attempts": 0, "failed_gpu_hours": 0.0,
-                                     "lost_gpu_hours": 0.0})
+        agg = by.setdefault(
+            reason, {"failure_reason": reason, "attempts": 0, "failed_gpu_hours": 0.0, "lost_gpu_hours": 0.0}
+        )
         agg["attempts"] += 1
         agg["failed_gpu_hours"] += float(row["failed_gpu_hours"] or 0.0)
         agg["lost_gpu_hours"] += float(row["lost_gpu_hours"] or 0.0)

@@ -1,9 +1,11 @@
 """``gpuledger serve``: the read-only HTTP API, the finance dashboard and the pipeline's metrics.
 
-Every ``/api`` and ``/dashboard`` request needs a bearer token (``pipelines.serve.tokens``); a
-token scoped to one business unit sees only that unit's rows (``pipelines.reports``) and gets 403
-for anything else. The numbers are those of ``gpuledger report … --format json`` for the same
-query: both call ``pipelines.reports.run``. Bad parameters are a 400 with a one-line reason.
+Every ``/api`` and ``/dashboard`` request needs a bearer token (``pipelines.serve.tokens``), or a
+browser's session from the login page at ``/`` (``pipelines.serve.session``); a token scoped to
+one business unit sees only that unit's rows (``pipelines.reports``) and gets 403 for anything
+else. The dashboard's routes are in ``pipelines.serve.dashboard``. The numbers are those of
+``gpuledger report … --format json`` for the same query: both call ``pipelines.reports.run``. Bad
+parameters are a 400 with a one-line reason.
 ``/healthz`` answers while the process runs, ``/readyz`` when Kafka and ClickHouse answer and no
 node's attribution has been waiting longer than the stall threshold; ``/metrics`` is Prometheus
 text (no token: bind it where only Prometheus reaches, loopback by default).
@@ -24,10 +26,12 @@ from typing import Annotated, Any
 import orjson
 from clickhouse_connect.driver.client import Client
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
-from fastapi.responses import HTMLResponse, JSONResponse, Response
+from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, generate_latest
 
 from pipelines import reports
+from pipelines.serve import dashboard as dashboard_routes
+from pipelines.serve import session
 from pipelines.serve.health import readiness
 from pipelines.serve.metrics import PipelineCollector
 from pipelines.serve.opencost import router as opencost_router
@@ -45,15 +49,8 @@ access_log = logging.getLogger("gpuledger.access")
 
 
 def request_scope(request: Request) -> Scope:
-    """The scope of the request's bearer token (401 without a known one); the token's id and scope
-    go on the request for the access log."""
-    tokens: Tokens = request.app.state.tokens
-    kind, _, token = request.headers.get("authorization", "").partition(" ")
-    found = tokens.identify(token.strip()) if kind.lower() == "bearer" and token.strip() else None
-    if found is None:
-        raise HTTPException(401, "a valid bearer token is required", headers={"WWW-Authenticate": "Bearer"})
-    request.state.token_id, request.state.scope = found
-    return found[1]
+    """The scope of the request's bearer token or session (401 without a valid one)."""
+    return session.identify(request).scope
 
 
 def _rows(request: Request, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -68,6 +65,11 @@ Scoped = Annotated[Scope, Depends(request_scope)]
 def create_app(settings: Settings, tokens: Tokens, max_days: float = 400.0, stall_after_s: float = 600.0) -> FastAPI:
     app = FastAPI(title="gpuledger", version="1", summary="GPU-seconds, waste and cost per owner, read-only")
     app.state.tokens = tokens
+    app.state.settings, app.state.max_days, app.state.sessions = settings, max_days, session.Sessions()
+    app.state.trusted_header = settings.trusted_user_header
+    app.state.trusted_users = session.trusted_users(settings.trusted_users or "")
+    app.include_router(session.router)
+    app.include_router(dashboard_routes.router)
     registry = CollectorRegistry()
     requests_total = Counter(
         "gpuledger_api_requests", "API requests by endpoint and status", ["endpoint", "status"], registry=registry
@@ -87,7 +89,7 @@ def create_app(settings: Settings, tokens: Tokens, max_days: float = 400.0, stal
         response: Response = await call_next(request)
         route = request.scope.get("route")
         requests_total.labels(getattr(route, "path", "unmatched"), str(response.status_code)).inc()
-        if request.url.path.startswith(AUDITED):
+        if request.url.path.startswith(AUDITED + session.AUDITED):  # and logins; "reason": why refused
             access_log.info(
                 orjson.dumps(
                     {
@@ -99,6 +101,7 @@ def create_app(settings: Settings, tokens: Tokens, max_days: float = 400.0, stal
                         "query": request.url.query,
                         "status": response.status_code,
                         "rows": getattr(request.state, "rows", None),
+                        "reason": getattr(request.state, "reason", None),
                     }
                 ).decode()
             )
@@ -246,22 +249,7 @@ def create_app(settings: Settings, tokens: Tokens, max_days: float = 400.0, stal
         media = "text/csv" if fmt == "csv" else "application/vnd.apache.parquet"
         return Response(body, media_type=media, headers={"Content-Disposition": f'attachment; filename="{path.name}"'})
 
-    @app.get("/dashboard", response_class=HTMLResponse, summary="the finance dashboard for a cluster and period")
-    def dashboard(
-        who: Scoped,
-        cluster: str | None = None,
-        start: Annotated[str | None, Query(alias="from")] = None,
-        end: Annotated[str | None, Query(alias="to")] = None,
-        window: str | None = None,
-    ) -> HTMLResponse:
-        from pipelines.dashboard import data, html
-
-        if who.business_unit is not None:
-            raise reports.OutOfScope("the dashboard shows every business unit; use /api/v1 with this token")
-        a, b = reports.time_range(start, end, window, max_days=max_days)
-        with warehouse() as client:
-            page = html.render(data.collect(client, cluster or settings.cluster, a, b))
-        return HTMLResponse(page)
+    # / (login), /logout and /dashboard: the session and dashboard routers, included above
 
     app.include_router(opencost_router(request_scope, warehouse, max_days))
     app.state.started = time.time()

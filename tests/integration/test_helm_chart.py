@@ -379,6 +379,17 @@ def test_serve_reads_hashed_tokens_from_a_secret_mounted_read_only(rendered: dic
     assert "GPULEDGER_API_TOKENS" in {e["name"] for e in container["env"]}
 
 
+def test_the_trusted_proxy_header_reaches_serve_only_when_set(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    env = {
+        e["name"]: e.get("value") for e in pod_spec(workload(rendered["all-options"], "serve"))["containers"][0]["env"]
+    }
+    assert env["GPULEDGER_TRUSTED_USER_HEADER"] == "X-Forwarded-Email"
+    assert env["GPULEDGER_TRUSTED_USERS"].startswith("finance@example.com=all,")
+    for variant in ("default", "admin"):  # off by default
+        names = {e["name"] for e in pod_spec(workload(rendered[variant], "serve"))["containers"][0]["env"]}
+        assert not [n for n in names if n.startswith("GPULEDGER_TRUSTED_")], variant
+
+
 def egress_ports(policy: dict[str, Any]) -> set[tuple[int, str]]:
     """The (port, protocol) pairs some egress rule of the policy allows (to whichever peers it names)."""
     return {(p["port"], p.get("protocol", "TCP")) for rule in policy["spec"]["egress"] for p in rule.get("ports", [])}

@@ -99,11 +99,31 @@ class UnitCost:
     def unit_cost(self) -> Decimal | None:
         if self.accepted_units <= 0:
             return None
-        return (self.total / Decimal(repr(float(self.accepted_units)))).quantize(Decimal("0.000001"),
-                                                                                 rounding=ROUND_HALF_UP)
+        return (self.total / Decimal(repr(float(self.accepted_units)))).quantize(
+            Decimal("0.000001"), rounding=ROUND_HALF_UP
+        )
 
 
-def unit_cost(cluster: str, currency: str, totals: dict[tuple[str, str], Decimal], accepted_units: float,
-              unit_kind: str) -> UnitCost:
+def unit_cost(
+    cluster: str, currency: str, totals: dict[tuple[str, str], Decimal], accepted_units: float, unit_kind: str
+) -> UnitCost:
     terms = {t: totals.get((cluster, t), Decimal("0.00")) for t in TERMS}
     return UnitCost(cluster, currency, terms, accepted_units, unit_kind)
+
+
+def scaled_unit_cost(total: Decimal, accepted_units: float, unit_kind: str) -> dict[str, float | str | None]:
+    """How the unit cost reads on screen: per 1M tokens, per 1k units of another output, per
+    successful run. ``unit_cost_scaled`` is total × scale / units to the cent (from the total, not
+    from the rounded per-unit cost, which is 0.00 in any currency per token); ``unit_cost_per``
+    names the scaled unit (``1M tokens_generated``). The raw ``unit_cost`` stays beside them."""
+    unit = unit_kind.removeprefix("output_events:")
+    if unit.startswith("tokens"):
+        scale, per = 1_000_000, f"1M {unit}"
+    elif unit_kind.startswith("output_events"):
+        scale, per = 1000, f"1k {unit}"
+    else:
+        scale, per = 1, "successful run"
+    if accepted_units <= 0:
+        return {"unit_cost_per": per, "unit_cost_scaled": None}
+    value = (Decimal(total) * scale / Decimal(repr(float(accepted_units)))).quantize(CENT, rounding=ROUND_HALF_UP)
+    return {"unit_cost_per": per, "unit_cost_scaled": float(value)}

@@ -19,7 +19,7 @@ from dagster_project.defs.common.warehouse import rows
 from dagster_project.defs.costs.compute import line_from_row
 from dagster_project.defs.costs.model import PLATFORM, SharePolicy
 from dagster_project.defs.costs.month_rollup import Month, accepted_units, unit_cost_rows
-from dagster_project.defs.costs.monthly import TERMS, ChargeLine
+from dagster_project.defs.costs.monthly import TERMS, ChargeLine, scaled_unit_cost
 from dagster_project.defs.costs.price_books import books_from_warehouse
 from dagster_project.defs.exports.export import Chargeback, load_chargeback, write_files
 from dagster_project.defs.exports.files import FileFormat
@@ -28,6 +28,8 @@ from dagster_project.defs.exports.focus_rules import check_rows
 from dagster_project.defs.exports.focus_spec import HEADER
 
 UNIT_COST_COLUMNS = ("cluster", "currency", *TERMS, "total", "accepted_units", "unit_kind", "unit_cost")
+# the unit cost as it reads on screen (per 1M tokens, per 1k outputs, per run): monthly.scaled_unit_cost
+SCALED_COLUMNS = ("unit_cost_scaled", "unit_cost_per")
 
 
 class ExportRefused(ValueError):
@@ -45,25 +47,38 @@ class ExportResult:
     changed_since: datetime | None = None  # an earlier export of this month was made from older inputs
 
 
-def record_export(client: Client, period: str, start: datetime, end: datetime, total: Decimal,
-                  paths: list[Path]) -> datetime | None:
+def record_export(
+    client: Client, period: str, start: datetime, end: datetime, total: Decimal, paths: list[Path]
+) -> datetime | None:
     """Record an export of ``period``; return the time of an earlier export made from older inputs
     (the closed month changed after it was exported), else None."""
     [row] = rows(client, "chargeback_input_version", {"start": start, "end": end, "period": period})
     latest, exported = int(row["latest"] or 0), int(row["exported"] or 0)
     changed = row["exported_at"] if exported and latest > exported else None
-    client.insert("chargeback_exports", [[period, datetime.now(UTC), latest, str(total), [str(p) for p in paths]]],
-                  column_names=["period", "exported_at", "input_version", "total", "paths"])
+    client.insert(
+        "chargeback_exports",
+        [[period, datetime.now(UTC), latest, str(total), [str(p) for p in paths]]],
+        column_names=["period", "exported_at", "input_version", "total", "paths"],
+    )
     return changed
 
 
-def export_chargeback(client: Client, period: str, out: Path, fmt: FileFormat, business_unit: str | None,
-                      default_cluster: str, cfg: FocusConfig | None = None, record: bool = True) -> ExportResult:
+def export_chargeback(
+    client: Client,
+    period: str,
+    out: Path,
+    fmt: FileFormat,
+    business_unit: str | None,
+    default_cluster: str,
+    cfg: FocusConfig | None = None,
+    record: bool = True,
+) -> ExportResult:
     """The month's FOCUS files into ``out``; ``record`` notes the export (the read-only API does not)."""
     cfg = cfg or FocusConfig()
     cb = load_chargeback(client, period, books_from_warehouse(client), SharePolicy(), default_cluster)
-    known = [str(r["business_unit"]) for r in rows(client, "chargeback_business_units",
-                                                    {"start": cb.start, "end": cb.end})]
+    known = [
+        str(r["business_unit"]) for r in rows(client, "chargeback_business_units", {"start": cb.start, "end": cb.end})
+    ]
     present = {str(ln["business_unit"]) for ln in cb.lines}
     if business_unit is not None and business_unit not in known and business_unit not in present:
         raise ExportRefused(f"no business unit {business_unit!r} in {period} (known: {', '.join(known) or 'none'})")
@@ -82,13 +97,29 @@ def unit_cost_records(client: Client, period: str, default_cluster: str) -> list
     """The month's unit cost per cluster (``UNIT_COST_COLUMNS`` keys), stored or computed."""
     first, start, end = month_bounds(period)
     stored = rows(client, "cost_unit_cost", {"month": first})
-    if stored:
-        return stored
-    cb = load_chargeback(client, period, books_from_warehouse(client), SharePolicy(), default_cluster)
-    month = Month(_charge_lines(cb), cb.currency)
-    names = ("month", *UNIT_COST_COLUMNS)
-    return [dict(zip(names, r, strict=False))
-            for r in unit_cost_rows(month, first, accepted_units(client, start, end, "auto"))]
+    if not stored:
+        cb = load_chargeback(client, period, books_from_warehouse(client), SharePolicy(), default_cluster)
+        month = Month(_charge_lines(cb), cb.currency)
+        names = ("month", *UNIT_COST_COLUMNS)
+        stored = [
+            dict(zip(names, r, strict=False))
+            for r in unit_cost_rows(month, first, accepted_units(client, start, end, "auto"))
+        ]
+    return [with_scaled(r) for r in stored]
+
+
+def with_scaled(record: dict[str, Any]) -> dict[str, Any]:
+    """``record`` (a month's unit cost) with ``SCALED_COLUMNS`` added beside the raw ``unit_cost``."""
+    scaled = scaled_unit_cost(
+        Decimal(str(record["total"])), float(record["accepted_units"] or 0.0), str(record["unit_kind"])
+    )
+    return {**record, **scaled}
+
+
+def scaled_text(record: dict[str, Any]) -> str:
+    """The unit cost as a person reads it: ``148.92 USD per 1M tokens_generated``."""
+    value = "n/a" if record["unit_cost_scaled"] is None else f"{record['unit_cost_scaled']:,.2f}"
+    return f"{value} {record['currency']} per {record['unit_cost_per']}"
 
 
 def _charge_lines(cb: Chargeback) -> list[ChargeLine]:

@@ -36,7 +36,7 @@ from pipelines.producer import EventProducer
 from pipelines.settings import Settings, get_settings
 from pipelines.topics import DATA_TOPICS, GPU_METRICS, node_key, physical_name
 from sql.errors import describe, is_schema_error, is_transient
-from streams.attribution.step import run_step
+from streams.attribution.step import StepState, run_step
 from streams.ingest.rows import dead_letter_row
 from streams.ingest.sink import Message, write_batch, write_dead_letters
 from streams.progress import CONSUMER_GROUP
@@ -160,6 +160,7 @@ def create_app(settings: Settings) -> faust.App:
         return partition_of(node_key(cluster, node), GPU_METRICS.partitions) in assigned
 
     backoff = _Backoff()
+    step_state = StepState()  # what one step learnt for the next (scrape intervals, rebuild checks)
 
     @app.timer(interval=STEP_INTERVAL_S)
     async def attribution_timer() -> None:
@@ -167,7 +168,7 @@ def create_app(settings: Settings) -> faust.App:
             return
         began = time.perf_counter()
         try:
-            report = await attribution.run(run_step, attribution.warehouse, settings, owns)
+            report = await attribution.run(run_step, attribution.warehouse, settings, owns, step_state)
             if report.facts:
                 release_free_memory()
         except Exception as exc:  # facts are idempotent: the step is tried again, later each time

@@ -46,6 +46,7 @@ MAX_NODES_PER_QUERY = 256
 NODE_SECONDS_PER_QUERY = 32 * 3600  # the sum of the ranges of one group of nodes
 QUARANTINE_RETRY_S = 10.0
 REBUILD_CHECK_S = 5.0  # a worker's steps look for requested rollup rebuilds this often (each step while some are left)
+RECHECK_S = 10.0  # the due nodes are read at least this often, whatever the worker's own sink wrote
 
 
 @dataclass
@@ -64,6 +65,22 @@ class StepState:
     memory: StepMemory = field(default_factory=StepMemory)
     rebuilds_checked: float = -math.inf  # monotonic time of the last look for requested rebuilds
     rebuilds_pending: int = 0
+    # The due nodes change only with new activity (written by this worker's sink: its partitions
+    # are its nodes'), with this worker's own writes, or with the wall clock (the idle flush, a
+    # window's end). So a step may skip reading them while nothing was written and nothing can
+    # have come due; at least every ``RECHECK_S`` it reads them anyway (a rebalance, a node whose
+    # activity another worker wrote).
+    activity: int = 0  # batches the worker's sink wrote (``touched``)
+    seen: int = -1  # ``activity`` when the due nodes were last read
+    recheck_at: float = -math.inf  # epoch seconds from which a node may be due without new activity
+    read_at: float = -math.inf
+
+    def touched(self) -> None:
+        """The worker's sink wrote a batch (node activity)."""
+        self.activity += 1
+
+    def may_skip(self, now: float) -> bool:
+        return self.seen == self.activity and now < self.recheck_at and now - self.read_at < RECHECK_S
 
     def rebuilds_due(self, now: float) -> bool:
         return self.rebuilds_pending > 0 or now - self.rebuilds_checked >= REBUILD_CHECK_S
@@ -128,6 +145,17 @@ def plans(
     return out
 
 
+def recheck_at(rows: Iterable[PendingNode], settings: Settings, now_ns: int, owns: Callable[[str, str], bool]) -> float:
+    """When one of the owned nodes, none due now, can come due without new activity: the next
+    window end on the wall clock, or a node's idle flush (``IDLE_FLUSH_S`` after its newest activity)."""
+    w = settings.window_seconds
+    at = _floor(now_ns / 1e9, w) + w
+    for r in rows:
+        if owns(r.cluster, r.node) and now_ns - r.last_seq < IDLE_FLUSH_S * 1e9:
+            at = min(at, r.last_seq / 1e9 + IDLE_FLUSH_S)
+    return at
+
+
 def groups(todo: Sequence[Plan]) -> list[list[Plan]]:
     """Nodes of one cluster whose ranges are close, so one query serves all of them."""
     out: list[list[Plan]] = []
@@ -162,12 +190,18 @@ def run_step(
     state = state or StepState()
     report = StepReport()
     now_ns = time.time_ns()
-    rows = wh.pending_nodes()
-    remaining = plans(rows, settings, now_ns, owns)
+    remaining: list[Plan] = []
     quarantined: dict[tuple[str, str], Quarantine] = {}
-    if remaining:  # the quarantine matters only for nodes that are due
-        quarantined = wh.quarantined()
-        remaining = plans(rows, settings, now_ns, owns, quarantined)
+    if not state.may_skip(now_ns / 1e9):
+        seen = state.activity  # before the read: a batch written during it makes the next step read again
+        rows = wh.pending_nodes()
+        remaining = plans(rows, settings, now_ns, owns)
+        if remaining:  # the quarantine matters only for nodes that are due
+            quarantined = wh.quarantined()
+            remaining = plans(rows, settings, now_ns, owns, quarantined)
+        state.seen, state.read_at = seen, now_ns / 1e9
+        # after writing, progress changed: the next step reads again
+        state.recheck_at = -math.inf if remaining else recheck_at(rows, settings, now_ns, owns)
     report.nodes = len(remaining)
     while remaining:
         chunks = [_chunk(p) for p in remaining]

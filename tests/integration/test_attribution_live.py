@@ -16,7 +16,7 @@ from pipelines.settings import Settings
 from streams.attribution import step
 from streams.attribution.compute import compute_range
 from streams.ingest.sink import Message, write_batch
-from streams.store import Warehouse, to_utc
+from streams.store import PendingNode, Warehouse, to_utc
 
 pytestmark = pytest.mark.integration
 
@@ -87,3 +87,36 @@ def test_the_current_window_is_not_written_before_it_has_ended(
     }
     assert written and max(written) == current - 60  # every ended window, not the current one
     assert step.run_step(warehouse, isolated_settings, lambda c, n: True, state).windows == 0
+
+
+class _Counting(Warehouse):
+    """The real warehouse, counting how often the due nodes are read."""
+
+    reads = 0
+
+    def pending_nodes(self) -> list[PendingNode]:
+        self.reads += 1
+        return super().pending_nodes()
+
+
+def test_steps_with_nothing_written_and_nothing_come_due_read_nothing(isolated_settings: Settings) -> None:
+    apply_migrations(isolated_settings)
+    if time.time() % 60 > 45:  # no wall-clock window end while the steps run
+        time.sleep(61 - time.time() % 60)
+    wh = _Counting(isolated_settings)
+    try:
+        load = Load(nodes=1, interval_s=10, start=datetime(2026, 11, 3, 8, tzinfo=UTC))
+        state = step.StepState()
+        _ingest(wh, load, 0, 30)
+        state.touched()
+        assert _step(wh, isolated_settings, state).windows == 5
+        assert step.run_step(wh, isolated_settings, lambda c, n: True, state).nodes == 0
+        assert wh.reads == 2  # the write changed progress: read once more, then nothing can come due
+        for _ in range(3):
+            assert step.run_step(wh, isolated_settings, lambda c, n: True, state).nodes == 0
+        assert wh.reads == 2
+        _ingest(wh, load, 30, 6)
+        state.touched()
+        assert _step(wh, isolated_settings, state).windows == 1 and wh.reads == 3
+    finally:
+        wh.close()

@@ -10,7 +10,7 @@ from pipelines import events as ev
 from pipelines.settings import Settings
 from streams.attribution.compute import SampleColumns, SampleRow, compute_range_full
 from streams.attribution.inputs import LOOKBACK_INTERVALS, LOOKBACK_S, StepMemory, between, enough
-from streams.attribution.step import IDLE_FLUSH_S, plan
+from streams.attribution.step import IDLE_FLUSH_S, RECHECK_S, StepState, plan, recheck_at
 from streams.store import PendingNode
 
 W = 60
@@ -149,3 +149,20 @@ def test_a_longer_interval_than_assumed_reads_the_longest_look_back() -> None:
     memory = StepMemory({("c", "n"): 10.0})
     memory.saw(("c", "n"), no_interval)  # estimated from the gaps: only the longest look-back is safe
     assert memory.lookback(("c", "n")) == LOOKBACK_S and not enough(no_interval, 120.0)
+
+
+def test_a_step_reads_the_due_nodes_again_only_when_something_can_have_come_due() -> None:
+    s = Settings(window_seconds=W)
+    now = NOW0 + 31.0
+    fresh = _node(newest=NOW0 + 30, sent=NOW0 + 30.5, closed=NOW0, pending=1, dirty=NOW0 + 30)
+    idle = _node(newest=NOW0 + 20, sent=NOW0 + 20.5, closed=NOW0, pending=1, dirty=NOW0 + 20)
+    assert recheck_at([idle], s, int(now * 1e9), lambda c, n: True) == NOW0 + W  # the window's end
+    assert recheck_at([idle, fresh], s, int(now * 1e9), lambda c, n: True) == NOW0 + 30.5 + IDLE_FLUSH_S
+    assert recheck_at([idle, fresh], s, int(now * 1e9), lambda c, n: n != "n") == NOW0 + W  # not this worker's
+
+    state = StepState(seen=0, recheck_at=NOW0 + W, read_at=now)
+    assert state.may_skip(now + 1)
+    assert not state.may_skip(NOW0 + W)  # the window ended
+    assert not state.may_skip(now + RECHECK_S)  # read at least every RECHECK_S
+    state.touched()  # the worker's sink wrote a batch
+    assert not state.may_skip(now + 1)

@@ -16,7 +16,9 @@ The backlog comes first because both parts are the same nodes' one history: scra
 after the live ones but stamped earlier would be late data, stamped later future data. CPU time
 (``bench.cpu``) of the worker and of the endpoint is read before and after each part; each
 figure is that CPU ÷ the part's GPU-samples. The bench's own progress polls (three small queries
-per second while waiting) are in the endpoint's figures of both parts.
+per second while waiting) are in the endpoint's figures of both parts. Both parts end with scrapes
+in the current window, which is written once it has ended on the wall clock: each part's figures
+include that wait (at most one window) and the window's single write.
 """
 
 from __future__ import annotations

@@ -121,8 +121,9 @@ def group_members(settings: Settings) -> int | None:
     return 0 if state in (None, "Empty", "Dead") else 1
 
 
-def wait_until_reflected(settings: Settings, targets: dict[TopicPartition, int], timeout_s: float,
-                         poll_s: float = 0.5) -> Lag:
+def wait_until_reflected(
+    settings: Settings, targets: dict[TopicPartition, int], timeout_s: float, poll_s: float = 0.5
+) -> Lag:
     """Wait until the ingested events are reflected in the facts; fails early, naming the cause,
     when no stream worker has been a member of the group for ``NO_WORKER_GRACE_S``."""
     started = time.monotonic()
@@ -137,11 +138,13 @@ def wait_until_reflected(settings: Settings, targets: dict[TopicPartition, int],
             raise NotCaughtUp(
                 f"no stream worker consumes the topics (consumer group {settings.topic_prefix + CONSUMER_GROUP} "
                 f"has no member); {lag.messages} messages unconsumed, {lag.nodes_pending} nodes not attributed: "
-                "start workers with `gpuledger up` or `gpuledger stream` (same database and topic prefix)")
+                "start workers with `gpuledger up` or `gpuledger stream` (same database and topic prefix)"
+            )
         if now > deadline:
             raise NotCaughtUp(
                 f"after {timeout_s:.0f}s {lag.messages} messages are unconsumed and {lag.nodes_pending} nodes "
-                "not yet attributed; the stream workers' logs say why")
+                "not yet attributed; the stream workers' logs say why"
+            )
         time.sleep(poll_s)
         lag = current_lag(settings, targets)
     return lag

@@ -24,7 +24,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pipelines.events import one_line
@@ -33,20 +33,30 @@ from streams.attribution import inputs
 from streams.attribution.compute import INVENTORY_HORIZON_S, SampleColumns, compute_range_full
 from streams.attribution.inputs import LOOKBACK_S, StepMemory, between
 from streams.attribution.rows import NodeFacts
+from streams.attribution.state import IDLE_FLUSH_S, RECHECK_S, StepState, floor_window, recheck_at
 from streams.store import PendingNode, Quarantine, Warehouse, to_utc
 
-__all__ = ["LOOKBACK_S", "IDLE_FLUSH_S", "Plan", "StepReport", "StepState", "groups", "plan", "plans", "run_step"]
+__all__ = [
+    "IDLE_FLUSH_S",
+    "LOOKBACK_S",
+    "RECHECK_S",
+    "Plan",
+    "StepReport",
+    "StepState",
+    "groups",
+    "plan",
+    "plans",
+    "recheck_at",
+    "run_step",
+]
 
 log = logging.getLogger(__name__)
-IDLE_FLUSH_S = 2.0
 # What one query loads and one insert writes, at most: this bounds the worker's memory (a backlog
 # is worked off in rounds of this size) while a live tick of a large cluster stays one query.
 CHUNK_S = 3600  # of one node's range per round
 MAX_NODES_PER_QUERY = 256
 NODE_SECONDS_PER_QUERY = 32 * 3600  # the sum of the ranges of one group of nodes
 QUARANTINE_RETRY_S = 10.0
-REBUILD_CHECK_S = 5.0  # a worker's steps look for requested rollup rebuilds this often (each step while some are left)
-RECHECK_S = 10.0  # the due nodes are read at least this often, whatever the worker's own sink wrote
 
 
 @dataclass
@@ -58,38 +68,6 @@ class StepReport:
     rebuilds_pending: int = 0  # requested rollup rebuilds (org versions) left after this step
 
 
-@dataclass
-class StepState:
-    """What a worker's steps carry from one to the next (``run_step`` without it starts afresh)."""
-
-    memory: StepMemory = field(default_factory=StepMemory)
-    rebuilds_checked: float = -math.inf  # monotonic time of the last look for requested rebuilds
-    rebuilds_pending: int = 0
-    # The due nodes change only with new activity (written by this worker's sink: its partitions
-    # are its nodes'), with this worker's own writes, or with the wall clock (the idle flush, a
-    # window's end). So a step may skip reading them while nothing was written and nothing can
-    # have come due; at least every ``RECHECK_S`` it reads them anyway (a rebalance, a node whose
-    # activity another worker wrote).
-    activity: int = 0  # batches the worker's sink wrote (``touched``)
-    seen: int = -1  # ``activity`` when the due nodes were last read
-    recheck_at: float = -math.inf  # epoch seconds from which a node may be due without new activity
-    read_at: float = -math.inf
-
-    def touched(self) -> None:
-        """The worker's sink wrote a batch (node activity)."""
-        self.activity += 1
-
-    def may_skip(self, now: float) -> bool:
-        return self.seen == self.activity and now < self.recheck_at and now - self.read_at < RECHECK_S
-
-    def rebuilds_due(self, now: float) -> bool:
-        return self.rebuilds_pending > 0 or now - self.rebuilds_checked >= REBUILD_CHECK_S
-
-
-def _floor(t: float, w: int) -> float:
-    return math.floor(t / w) * w
-
-
 def plan(row: PendingNode | Sequence[Any], settings: Settings, now_ns: int) -> tuple[float, float] | None:
     """The [start, end) range to (re)compute for one node, or None when nothing is due."""
     r = row if isinstance(row, PendingNode) else PendingNode.from_row(row)
@@ -97,13 +75,13 @@ def plan(row: PendingNode | Sequence[Any], settings: Settings, now_ns: int) -> t
     max_t = r.max_time.timestamp()
     closed = r.closed_until.timestamp() if r.closed_until is not None else None
     idle = (now_ns - r.last_seq) / 1e9 >= IDLE_FLUSH_S
-    target = _floor(max_t, w) + w if idle else _floor(max_t - settings.allowed_lateness_seconds, w)
+    target = floor_window(max_t, w) + w if idle else floor_window(max_t - settings.allowed_lateness_seconds, w)
     # only windows that have ended on the wall clock: the current one is still open, whatever the
     # event times say (an event time within the future tolerance, see ``decode_batch``, included)
-    target = min(target, _floor(now_ns / 1e9, w))
-    start = closed if closed is not None else _floor(r.first_time.timestamp(), w)
+    target = min(target, floor_window(now_ns / 1e9, w))
+    start = closed if closed is not None else floor_window(r.first_time.timestamp(), w)
     if r.pending and closed is not None and r.dirty_from is not None:
-        start = min(start, _floor(r.dirty_from.timestamp(), w))
+        start = min(start, floor_window(r.dirty_from.timestamp(), w))
     end = max(target, closed or target)
     if end <= start or (not r.pending and closed is not None and target <= closed):
         return None
@@ -143,17 +121,6 @@ def plans(
         if span is not None:
             out.append(Plan(r.cluster, r.node, span[0], span[1], r.last_seq, r.processed_seq, r.last_seq))
     return out
-
-
-def recheck_at(rows: Iterable[PendingNode], settings: Settings, now_ns: int, owns: Callable[[str, str], bool]) -> float:
-    """When one of the owned nodes, none due now, can come due without new activity: the next
-    window end on the wall clock, or a node's idle flush (``IDLE_FLUSH_S`` after its newest activity)."""
-    w = settings.window_seconds
-    at = _floor(now_ns / 1e9, w) + w
-    for r in rows:
-        if owns(r.cluster, r.node) and now_ns - r.last_seq < IDLE_FLUSH_S * 1e9:
-            at = min(at, r.last_seq / 1e9 + IDLE_FLUSH_S)
-    return at
 
 
 def groups(todo: Sequence[Plan]) -> list[list[Plan]]:

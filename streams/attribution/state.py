@@ -51,10 +51,17 @@ class StepState:
 
 def recheck_at(rows: Iterable[PendingNode], settings: Settings, now_ns: int, owns: Callable[[str, str], bool]) -> float:
     """When one of the owned nodes, none due now, can come due without new activity: the next
-    window end on the wall clock, or a node's idle flush (``IDLE_FLUSH_S`` after its newest activity)."""
+    window end on the wall clock, or a node's idle flush (``IDLE_FLUSH_S`` after its newest
+    activity) when that closes a window that has already ended (a live node's newest scrape lies
+    in the current window: its idle flush closes nothing before the window's end)."""
     w = settings.window_seconds
-    at = floor_window(now_ns / 1e9, w) + w
+    ended = floor_window(now_ns / 1e9, w)
+    at = ended + w
     for r in rows:
-        if owns(r.cluster, r.node) and now_ns - r.last_seq < IDLE_FLUSH_S * 1e9:
+        if (
+            owns(r.cluster, r.node)
+            and now_ns - r.last_seq < IDLE_FLUSH_S * 1e9
+            and floor_window(r.max_time.timestamp(), w) < ended
+        ):
             at = min(at, r.last_seq / 1e9 + IDLE_FLUSH_S)
     return at

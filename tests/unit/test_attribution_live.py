@@ -157,8 +157,12 @@ def test_a_step_reads_the_due_nodes_again_only_when_something_can_have_come_due(
     fresh = _node(newest=NOW0 + 30, sent=NOW0 + 30.5, closed=NOW0, pending=1, dirty=NOW0 + 30)
     idle = _node(newest=NOW0 + 20, sent=NOW0 + 20.5, closed=NOW0, pending=1, dirty=NOW0 + 20)
     assert recheck_at([idle], s, int(now * 1e9), lambda c, n: True) == NOW0 + W  # the window's end
-    assert recheck_at([idle, fresh], s, int(now * 1e9), lambda c, n: True) == NOW0 + 30.5 + IDLE_FLUSH_S
-    assert recheck_at([idle, fresh], s, int(now * 1e9), lambda c, n: n != "n") == NOW0 + W  # not this worker's
+    # a live node's newest scrape lies in the current window: its idle flush closes nothing before the end
+    assert recheck_at([idle, fresh], s, int(now * 1e9), lambda c, n: True) == NOW0 + W
+    # bounded input: newest data in an ended window, just written: its idle flush closes it
+    batch = _node(newest=NOW0 - 90, sent=NOW0 + 30.5, closed=NOW0 - 3600, pending=1, dirty=NOW0 - 3600)
+    assert recheck_at([idle, batch], s, int(now * 1e9), lambda c, n: True) == NOW0 + 30.5 + IDLE_FLUSH_S
+    assert recheck_at([idle, batch], s, int(now * 1e9), lambda c, n: n != "n") == NOW0 + W  # not this worker's
 
     state = StepState(seen=0, recheck_at=NOW0 + W, read_at=now)
     assert state.may_skip(now + 1)

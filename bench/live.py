@@ -16,7 +16,10 @@ The backlog comes first because both parts are the same nodes' one history: scra
 after the live ones but stamped earlier would be late data, stamped later future data. CPU time
 (``bench.cpu``) of the worker and of the endpoint is read before and after each part; each
 figure is that CPU ÷ the part's GPU-samples. The bench's own progress polls (three small queries
-per second while waiting) are in the endpoint's figures of both parts.
+per second while waiting) are in the endpoint's figures of both parts. Both parts end with scrapes
+in the current window, which is written once it has ended on the wall clock: each part's figures
+include that wait (at most one window) and the window's single write; the bench sleeps through
+the wait (``_until_window_end``) instead of polling, so its polls weigh the same in both parts.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from bench import cpu
 from bench.load import Load, encode, gpu_samples_in, publish, publish_paced
 from bench.worker import Worker, reflect
 from pipelines.settings import Settings
+from streams.attribution.state import IDLE_FLUSH_S
 
 PREFIX = "live"
 ALLOC_PERIOD_S = 150  # a pod starts on every node every 150 s and runs 112 s: two per node and part by default
@@ -75,6 +79,7 @@ def measure(
         before = cpu.read(worker.proc.pid, endpoint)
         began = time.perf_counter()
         publish(settings, backlog)
+        _until_window_end(settings)
         reflect(settings, timeout_s, POLL_S)
         backlog_s = time.perf_counter() - began
         middle = cpu.read(worker.proc.pid, endpoint)
@@ -82,6 +87,7 @@ def measure(
         load = replace(load, start=_before(rounds * interval_s))  # the live scrapes stamped as they are sent
         rate = load.samples_per_round / interval_s
         acked = publish_paced(settings, load, rate, rounds * interval_s, first_round=rounds)
+        _until_window_end(settings)
         reflect(settings, timeout_s, POLL_S)
         after = cpu.read(worker.proc.pid, endpoint)
     finally:
@@ -123,6 +129,13 @@ def figures(
 def _ratio(a: float, b: float) -> float | None:
     """a ÷ b to two decimals; None when b is 0 (no CPU tick was counted: the ratio is unknown)."""
     return round(a / b, 2) if b > 0 else None
+
+
+def _until_window_end(settings: Settings) -> None:
+    """Sleep until the current window has ended and the step after it can have run: no window with
+    the scrapes just published is written before (``streams.attribution.step``)."""
+    w = settings.window_seconds
+    time.sleep(max(math.floor(time.time() / w) * w + w + IDLE_FLUSH_S + 1.0 - time.time(), 0.0))
 
 
 def _utc(seconds: float) -> datetime:

@@ -36,9 +36,9 @@ from pipelines.producer import EventProducer
 from pipelines.settings import Settings, get_settings
 from pipelines.topics import DATA_TOPICS, GPU_METRICS, node_key, physical_name
 from sql.errors import describe, is_schema_error, is_transient
-from streams.attribution.step import run_step
+from streams.attribution.step import StepState, run_step
 from streams.ingest.rows import dead_letter_row
-from streams.ingest.sink import Message, write_batch, write_dead_letters
+from streams.ingest.sink import BatchResult, Message, write_batch, write_dead_letters
 from streams.progress import CONSUMER_GROUP
 from streams.store import Warehouse
 
@@ -139,25 +139,51 @@ def create_app(settings: Settings) -> faust.App:
         dlq_producer[0].flush()
 
     def dead_letter(message: Message, reason: str) -> None:
-        letter = ev.DeadLetter.build(topic=message.topic.removesuffix(".dlq"), source="streams", reason=reason,
-                                     raw=message.value, origin=f"{message.topic}:{message.partition}:{message.offset}")
+        letter = ev.DeadLetter.build(
+            topic=message.topic.removesuffix(".dlq"),
+            source="streams",
+            reason=reason,
+            raw=message.value,
+            origin=f"{message.topic}:{message.partition}:{message.offset}",
+        )
         warehouse.insert("dead_letters", [dead_letter_row(letter)])
         if not message.topic.endswith(".dlq"):
             publish_dead_letters([letter])
             metrics.DEAD_LETTERED.labels(letter.topic, metrics.reason_class(reason)).inc()
 
+    step_state = StepState()  # what one step learnt for the next (scrape intervals, due nodes, rebuild checks)
+
+    def write_and_tell(messages: list[Message]) -> BatchResult:
+        written = write_batch(warehouse, messages, publish_dead_letters=publish_dead_letters)
+        step_state.touched()  # new node activity: the next attribution step reads the due nodes
+        return written
+
     for topic in DATA_TOPICS:
-        _register_sink(app, topic.name, physical_name(topic, settings), sink.run,
-                       functools.partial(write_batch, warehouse, publish_dead_letters=publish_dead_letters),
-                       dead_letter)
-        _register_sink(app, topic.dlq, physical_name(topic, settings, dlq=True), sink.run,
-                       functools.partial(write_dead_letters, warehouse), dead_letter)
+        _register_sink(app, topic.name, physical_name(topic, settings), sink.run, write_and_tell, dead_letter)
+        _register_sink(
+            app,
+            topic.dlq,
+            physical_name(topic, settings, dlq=True),
+            sink.run,
+            functools.partial(write_dead_letters, warehouse),
+            dead_letter,
+        )
 
     metrics_topic = physical_name(GPU_METRICS, settings)
 
-    def owns(cluster: str, node: str) -> bool:
+    partitions: dict[tuple[str, str], int] = {}
+
+    def owner() -> Any:
+        """This step's test of ownership: the assignment read once, each node's partition once."""
         assigned = {tp.partition for tp in app.consumer.assignment() if tp.topic == metrics_topic}
-        return partition_of(node_key(cluster, node), GPU_METRICS.partitions) in assigned
+
+        def owns(cluster: str, node: str) -> bool:
+            part = partitions.get((cluster, node))
+            if part is None:
+                part = partitions[(cluster, node)] = partition_of(node_key(cluster, node), GPU_METRICS.partitions)
+            return part in assigned
+
+        return owns
 
     backoff = _Backoff()
 
@@ -167,13 +193,15 @@ def create_app(settings: Settings) -> faust.App:
             return
         began = time.perf_counter()
         try:
-            report = await attribution.run(run_step, attribution.warehouse, settings, owns)
+            report = await attribution.run(run_step, attribution.warehouse, settings, owner(), step_state)
             if report.facts:
                 release_free_memory()
         except Exception as exc:  # facts are idempotent: the step is tried again, later each time
             if is_schema_error(exc):
-                stop_loudly(f"attribution step failed: {describe(exc)}; run `gpuledger migrate` or fix the "
-                            "warehouse user's grants")
+                stop_loudly(
+                    f"attribution step failed: {describe(exc)}; run `gpuledger migrate` or fix the "
+                    "warehouse user's grants"
+                )
             metrics.STEP_FAILURES.inc()
             delay = backoff.failed()
             if is_transient(exc):
@@ -225,14 +253,17 @@ async def _write_durably(run: Any, write: Any, messages: list[Message], logical:
             return
         except Exception as exc:
             if is_transient(exc):
-                log.warning("warehouse unavailable while writing %s (%s); retrying in %.0fs",
-                            logical, describe(exc), delay)
+                log.warning(
+                    "warehouse unavailable while writing %s (%s); retrying in %.0fs", logical, describe(exc), delay
+                )
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 30.0)
                 continue
             if is_schema_error(exc):
-                raise WarehouseMismatch(f"writing {logical} failed: {describe(exc)}; "
-                                        "run `gpuledger migrate` or fix the warehouse user's grants") from exc
+                raise WarehouseMismatch(
+                    f"writing {logical} failed: {describe(exc)}; "
+                    "run `gpuledger migrate` or fix the warehouse user's grants"
+                ) from exc
             log.exception("a %s batch failed (%s); isolating the message that breaks it", logical, describe(exc))
             break
     for message in messages:

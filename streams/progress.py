@@ -25,6 +25,7 @@ from pipelines.settings import Settings
 from pipelines.topics import DATA_TOPICS, physical_name
 from sql import load_query
 from sql.client import get_client
+from streams.store import PendingNode
 
 CONSUMER_GROUP = "gpuledger-streams"
 COORDINATOR_STARTING = (CoordinatorNotAvailableError, CoordinatorLoadInProgressError, NotCoordinatorError)
@@ -89,15 +90,17 @@ def current_lag(settings: Settings, targets: dict[TopicPartition, int]) -> Lag:
         rebuilds = len(client.query(load_query("rollup_rebuilds_pending")).result_rows)
     finally:
         client.close()
-    pending = sum(1 for r in rows if waiting(tuple(r)) and (r[0], r[1]) not in held)
+    due = [PendingNode.from_row(r) for r in rows]
+    pending = sum(1 for r in due if waiting(r) and (r.cluster, r.node) not in held)
     return Lag(behind, pending, len(held), rebuilds)
 
 
-def waiting(row: tuple[Any, ...]) -> bool:
+def waiting(row: PendingNode | tuple[Any, ...]) -> bool:
     """An ``attribution_pending`` row whose input is not attributed yet: activity newer than its
-    last computation, or windows not closed past its newest event."""
-    _cluster, _node, _first, max_time, _seq, pending, _dirty, closed, _processed = row
-    return bool(pending) or closed is None or closed <= max_time
+    last computation, or windows not closed past its newest event (the window holding it closes
+    once it has ended on the wall clock, see ``streams.attribution.step``)."""
+    r = row if isinstance(row, PendingNode) else PendingNode.from_row(row)
+    return bool(r.pending) or r.closed_until is None or r.closed_until <= r.max_time
 
 
 def group_members(settings: Settings) -> int | None:
@@ -118,8 +121,9 @@ def group_members(settings: Settings) -> int | None:
     return 0 if state in (None, "Empty", "Dead") else 1
 
 
-def wait_until_reflected(settings: Settings, targets: dict[TopicPartition, int], timeout_s: float,
-                         poll_s: float = 0.5) -> Lag:
+def wait_until_reflected(
+    settings: Settings, targets: dict[TopicPartition, int], timeout_s: float, poll_s: float = 0.5
+) -> Lag:
     """Wait until the ingested events are reflected in the facts; fails early, naming the cause,
     when no stream worker has been a member of the group for ``NO_WORKER_GRACE_S``."""
     started = time.monotonic()
@@ -134,11 +138,13 @@ def wait_until_reflected(settings: Settings, targets: dict[TopicPartition, int],
             raise NotCaughtUp(
                 f"no stream worker consumes the topics (consumer group {settings.topic_prefix + CONSUMER_GROUP} "
                 f"has no member); {lag.messages} messages unconsumed, {lag.nodes_pending} nodes not attributed: "
-                "start workers with `gpuledger up` or `gpuledger stream` (same database and topic prefix)")
+                "start workers with `gpuledger up` or `gpuledger stream` (same database and topic prefix)"
+            )
         if now > deadline:
             raise NotCaughtUp(
                 f"after {timeout_s:.0f}s {lag.messages} messages are unconsumed and {lag.nodes_pending} nodes "
-                "not yet attributed; the stream workers' logs say why")
+                "not yet attributed; the stream workers' logs say why"
+            )
         time.sleep(poll_s)
         lag = current_lag(settings, targets)
     return lag

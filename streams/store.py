@@ -21,39 +21,80 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import orjson
 from clickhouse_connect.driver.client import Client
 
-from pipelines.events import AllocationData, one_line
+from pipelines.events import AllocationData
 from pipelines.settings import Settings
 from sql import load_query
 from sql.client import get_client
 from sql.errors import describe, is_transient
 from sql.values import as_utc
 from streams import rollup
-from streams.attribution.attempts import AttemptFact, Checkpoint, end_superseded, next_starts
+from streams.attribution.attempts import AttemptFact, Checkpoint
 from streams.attribution.compute import InventoryGpu, NodeInputs, NodeState, SampleColumns
-from streams.attribution.core import Conflict
+from streams.attribution.rows import NodeFacts, fact_rows
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
 
 log = logging.getLogger(__name__)
 RETRIES = 6
 
 
-@dataclass
-class NodeFacts:
-    """What one attribution step wrote for one node: facts of ``windows`` and the progress after them."""
+__all__ = ["NodeFacts", "PendingNode", "Quarantine", "Warehouse", "to_utc"]  # NodeFacts: attribution.rows
+
+
+class PendingNode(NamedTuple):
+    """One node's row of ``attribution_pending``: the extent of its data, its newest activity, and
+    what its last computation covered (None before its first)."""
 
     cluster: str
     node: str
-    windows: Sequence[datetime]
-    facts: list[dict[str, Any]]
-    closed_until: datetime
+    first_time: datetime
+    max_time: datetime
+    last_seq: int  # its newest activity (ns)
+    pending: int  # activity rows newer than ``processed_seq``
+    dirty_from: datetime | None  # their earliest event time
+    closed_until: datetime | None
     processed_seq: int
-    # per window start: the node's physical GPUs and the claims beyond them
-    inventory: dict[datetime, tuple[float, list[Conflict]]] | None = None
-    window_seconds: int = 0
+
+    @classmethod
+    def from_row(cls, row: Iterable[Any]) -> PendingNode:
+        """From a query row (or a plain tuple in that order): times as UTC, no progress as None."""
+        c, n, first, max_time, seq, pending, dirty, closed, processed = row
+        closed = as_utc(closed) if closed is not None else None
+        closed = closed if closed is not None and closed.timestamp() > 0 else None
+        dirty = as_utc(dirty) if dirty is not None and int(pending or 0) else None
+        return cls(
+            str(c),
+            str(n),
+            as_utc(first),
+            as_utc(max_time),
+            int(seq),
+            int(pending or 0),
+            dirty,
+            closed,
+            int(processed or 0),
+        )
+
+
+class PlacementRow(NamedTuple):
+    """The latest stored snapshot of one placement (JSON of ``AllocationData``), on ``node``."""
+
+    node: str
+    payload: str | bytes
+
+
+class AttemptStart(NamedTuple):
+    """When an attempt of a job started (on any node)."""
+
+    scheduler: str
+    job_id: str
+    attempt: int
+    start: datetime
 
 
 @dataclass(frozen=True)
@@ -127,11 +168,9 @@ class Warehouse:
         return [tuple(r) for r in result.result_rows]
 
     # --- attribution inputs -----------------------------------------------------------------
-    def pending_nodes(self) -> list[tuple[Any, ...]]:
-        """(cluster, node, first_time, max_time, last_seq, pending, dirty_from, closed_until, processed_seq)."""
-        return [
-            tuple(as_utc(v) if isinstance(v, datetime) else v for v in row) for row in self.query("attribution_pending")
-        ]
+    def pending_nodes(self) -> list[PendingNode]:
+        """Every node with data: its extent, newest activity and progress (``attribution_pending``)."""
+        return [PendingNode.from_row(row) for row in self.query("attribution_pending")]
 
     def quarantined(self) -> dict[tuple[str, str], Quarantine]:
         """The nodes in quarantine now, by (cluster, node)."""
@@ -182,32 +221,22 @@ class Warehouse:
     def placements(
         self, cluster: str, nodes: Sequence[str], start: datetime, end: datetime, rejected: dict[str, str] | None = None
     ) -> dict[str, list[AllocationData]]:
-        """The latest snapshot of every placement on ``nodes`` that overlaps [start, end), per node;
-        one without an end record ends where a later attempt of its job started.
+        """The placements of ``nodes`` in force in [start, end), per node (``attribution.inputs.placements``)."""
+        from streams.attribution import inputs  # the rules live there; it reads through this class
 
-        A stored snapshot that today's contract rejects (written by an older version, or straight
-        into the table) is left out and its node named in ``rejected`` with the reason.
-        """
+        return inputs.placements(self, cluster, nodes, start, end, rejected)
+
+    def placement_rows(self, cluster: str, nodes: Sequence[str], start: datetime, end: datetime) -> list[PlacementRow]:
+        """The latest snapshot of every placement on ``nodes`` that overlaps [start, end)."""
         params = {"cluster": cluster, "nodes": list(nodes), "start": start, "end": end}
-        rows = self.query("attribution_placements", params)
-        out: dict[str, list[AllocationData]] = {}
-        loaded = []
-        for node, payload in rows:
-            try:
-                loaded.append((str(node), AllocationData.model_validate(orjson.loads(payload))))
-            except ValueError as exc:
-                if rejected is not None:
-                    rejected.setdefault(str(node), f"stored allocation rejected: {one_line(exc)}")
-        open_jobs = sorted({p.job_id for _, p in loaded if p.end_time is None})
-        later = {}
-        if open_jobs:
-            starts = self.query("attribution_attempt_starts", {"cluster": cluster, "jobs": open_jobs})
-            later = next_starts((str(sch), str(job), int(att), as_utc(t)) for sch, job, att, t in starts)
-        for node, p in loaded:
-            p = end_superseded(p, later.get((p.scheduler, p.job_id, p.attempt)))
-            if p.end_time is None or p.end_time > start:
-                out.setdefault(node, []).append(p)
-        return out
+        return [PlacementRow(str(node), payload) for node, payload in self.query("attribution_placements", params)]
+
+    def attempt_starts(self, cluster: str, jobs: Sequence[str]) -> list[AttemptStart]:
+        """When each attempt of ``jobs`` started, on any node."""
+        if not jobs:
+            return []
+        rows = self.query("attribution_attempt_starts", {"cluster": cluster, "jobs": list(jobs)})
+        return [AttemptStart(str(sch), str(job), int(att), as_utc(t)) for sch, job, att, t in rows]
 
     def node_replicas(self, cluster: str, nodes: Sequence[str]) -> dict[str, list[tuple[float, int]]]:
         """Per node, the replicas per GPU its node states declare (time-slicing or MPS), as ascending
@@ -268,71 +297,22 @@ class Warehouse:
         return out
 
     def write_fact_batch(self, batch: Sequence[NodeFacts]) -> None:
-        """Facts, every window's capacity row, the hours' rollup, then progress, for many nodes at once.
+        """Facts, every window's capacity row, the hours' rollup, then progress, for many nodes at once:
+        one insert per table (rows from ``attribution.rows``).
 
         All rows of one call share a version. A crash between the inserts leaves progress behind,
         so the ranges are computed and written again (same fact ids, a higher version).
         """
         if not batch:
             return
-        version = now_seq()
-        facts: list[dict[str, Any]] = []
-        windows: list[dict[str, Any]] = []
-        progress: list[dict[str, Any]] = []
-        conflicts: list[dict[str, Any]] = []
-        for item in batch:
-            per_window: dict[datetime, float] = {w: 0.0 for w in item.windows}
-            counts: dict[datetime, int] = {w: 0 for w in item.windows}
-            for f in item.facts:  # every row is capacity: a node-level slot ("") holds exactly what it allocates
-                f["version"] = version
-                per_window[f["window_start"]] = per_window.get(f["window_start"], 0.0) + float(f["gpu_seconds"])
-                counts[f["window_start"]] = counts.get(f["window_start"], 0) + 1
-            facts.extend(item.facts)
-            inventory = item.inventory or {}
-            for w in sorted(per_window):
-                physical, found = inventory.get(w, (0.0, []))
-                windows.append(
-                    {
-                        "cluster": item.cluster,
-                        "node": item.node,
-                        "window_start": w,
-                        "version": version,
-                        "capacity_seconds": per_window[w],
-                        "rows": counts[w],
-                        "physical_gpus": physical,
-                        "window_seconds": item.window_seconds,
-                        "conflict_seconds": sum(c.claimed_seconds - c.capacity_seconds for c in found),
-                    }
-                )
-                conflicts.extend(
-                    {
-                        "cluster": item.cluster,
-                        "node": item.node,
-                        "window_start": w,
-                        "version": version,
-                        "gpu_uuid": c.gpu_uuid,
-                        "claimed_seconds": c.claimed_seconds,
-                        "capacity_seconds": c.capacity_seconds,
-                        "owners": list(c.owners),
-                    }
-                    for c in found
-                )
-            progress.append(
-                {
-                    "cluster": item.cluster,
-                    "node": item.node,
-                    "closed_until": item.closed_until,
-                    "processed_seq": item.processed_seq,
-                    "version": version,
-                }
-            )
-        self.insert("gpu_usage_facts", facts)
-        self.insert("fact_windows", windows)
-        if conflicts:
-            self.insert("attribution_conflicts", conflicts)
+        rows = fact_rows(batch, now_seq())
+        self.insert("gpu_usage_facts", rows.facts)
+        self.insert("fact_windows", rows.windows)
+        if rows.conflicts:
+            self.insert("attribution_conflicts", rows.conflicts)
         written = [(item.cluster, item.node, *rollup.window_hours(item.windows)) for item in batch if item.windows]
         self._retry("rebuild of the hourly rollup", lambda: rollup.rebuild_written(self.client, written))
-        self.insert("attribution_progress", progress)
+        self.insert("attribution_progress", rows.progress)
 
     def request_rollup_rebuild(self, since: datetime, cluster: str = "") -> None:
         """An org mapping version arrived: every hour of ``cluster`` ('': every cluster) from its start

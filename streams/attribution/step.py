@@ -2,9 +2,15 @@
 
 A node's windows close when its event-time watermark (newest event time − allowed lateness)
 passes them, or — for bounded input — when no new data arrived for that node for
-``IDLE_FLUSH_S`` seconds, which closes everything up to its newest event. Activity that lands in
-windows already written (late events) marks them dirty; they are recomputed from the raw tables
-and written with a higher version: a correction, never a silent drop.
+``IDLE_FLUSH_S`` seconds, which closes everything up to its newest event. Either way only windows
+that have ended on the wall clock close: the current window of a live node stays open until its
+end has passed, so it is written once, not after every scrape. Activity that lands in windows
+already written (late events) marks them dirty; they are recomputed from the raw tables and written
+with a higher version: a correction, never a silent drop.
+
+A step reads each node's samples from a short look-back before its range (a few of its scrape
+intervals, ``streams.attribution.inputs``), not a fixed quarter of an hour, and costs one query
+(the due nodes) when nothing is due.
 
 A node whose computation fails on its own input (a stored allocation today's contract rejects,
 or any error raised while computing it) is put in quarantine with the reason; the other nodes of
@@ -14,21 +20,37 @@ its group are written as usual. A quarantined node is tried again once newer inp
 
 from __future__ import annotations
 
-import bisect
 import logging
 import math
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from pipelines.events import one_line
 from pipelines.settings import Settings
+from streams.attribution import inputs
 from streams.attribution.compute import INVENTORY_HORIZON_S, SampleColumns, compute_range_full
-from streams.store import NodeFacts, Quarantine, Warehouse, to_utc
+from streams.attribution.inputs import LOOKBACK_S, StepMemory, between
+from streams.attribution.rows import NodeFacts
+from streams.attribution.state import IDLE_FLUSH_S, RECHECK_S, StepState, floor_window, recheck_at
+from streams.store import PendingNode, Quarantine, Warehouse, to_utc
+
+__all__ = [
+    "IDLE_FLUSH_S",
+    "LOOKBACK_S",
+    "RECHECK_S",
+    "Plan",
+    "StepReport",
+    "StepState",
+    "groups",
+    "plan",
+    "plans",
+    "recheck_at",
+    "run_step",
+]
 
 log = logging.getLogger(__name__)
-IDLE_FLUSH_S = 2.0
-LOOKBACK_S = 900.0  # samples before a range start, for sample-and-hold and XID state
 # What one query loads and one insert writes, at most: this bounds the worker's memory (a backlog
 # is worked off in rounds of this size) while a live tick of a large cluster stays one query.
 CHUNK_S = 3600  # of one node's range per round
@@ -46,26 +68,22 @@ class StepReport:
     rebuilds_pending: int = 0  # requested rollup rebuilds (org versions) left after this step
 
 
-def _floor(t: float, w: int) -> float:
-    return math.floor(t / w) * w
-
-
-def plan(row: tuple[object, ...], settings: Settings, now_ns: int) -> tuple[float, float] | None:
+def plan(row: PendingNode | Sequence[Any], settings: Settings, now_ns: int) -> tuple[float, float] | None:
     """The [start, end) range to (re)compute for one node, or None when nothing is due."""
-    _, _, first_time, max_time, last_seq, pending, dirty_from, closed_until, _processed = row
+    r = row if isinstance(row, PendingNode) else PendingNode.from_row(row)
     w = settings.window_seconds
-    max_t = max_time.timestamp()  # type: ignore[attr-defined]
-    closed = closed_until.timestamp() if closed_until and closed_until.timestamp() > 0 else None  # type: ignore[attr-defined]
-    idle = (now_ns - int(last_seq)) / 1e9 >= IDLE_FLUSH_S  # type: ignore[call-overload]
-    target = _floor(max_t, w) + w if idle else _floor(max_t - settings.allowed_lateness_seconds, w)
-    # never a window that has not begun on the wall clock (an event time within the future
-    # tolerance, see ``decode_batch``, closes at most the current window)
-    target = min(target, _floor(now_ns / 1e9, w) + w)
-    start = closed if closed is not None else _floor(first_time.timestamp(), w)  # type: ignore[attr-defined]
-    if pending and closed is not None:
-        start = min(start, _floor(dirty_from.timestamp(), w))  # type: ignore[attr-defined]
+    max_t = r.max_time.timestamp()
+    closed = r.closed_until.timestamp() if r.closed_until is not None else None
+    idle = (now_ns - r.last_seq) / 1e9 >= IDLE_FLUSH_S
+    target = floor_window(max_t, w) + w if idle else floor_window(max_t - settings.allowed_lateness_seconds, w)
+    # only windows that have ended on the wall clock: the current one is still open, whatever the
+    # event times say (an event time within the future tolerance, see ``decode_batch``, included)
+    target = min(target, floor_window(now_ns / 1e9, w))
+    start = closed if closed is not None else floor_window(r.first_time.timestamp(), w)
+    if r.pending and closed is not None and r.dirty_from is not None:
+        start = min(start, floor_window(r.dirty_from.timestamp(), w))
     end = max(target, closed or target)
-    if end <= start or (not pending and closed is not None and target <= closed):
+    if end <= start or (not r.pending and closed is not None and target <= closed):
         return None
     return start, end
 
@@ -84,7 +102,7 @@ class Plan:
 
 
 def plans(
-    rows: Iterable[tuple[object, ...]],
+    rows: Iterable[PendingNode | Sequence[Any]],
     settings: Settings,
     now_ns: int,
     owns: Callable[[str, str], bool],
@@ -93,16 +111,15 @@ def plans(
     """The due ranges of the nodes this worker owns (a quarantined node only once newer input came)."""
     out: list[Plan] = []
     for row in rows:
-        cluster, node = str(row[0]), str(row[1])
-        if not owns(cluster, node):
+        r = row if isinstance(row, PendingNode) else PendingNode.from_row(row)
+        if not owns(r.cluster, r.node):
             continue
-        last_seq = int(row[4])  # type: ignore[call-overload]
-        held = (quarantined or {}).get((cluster, node))
-        if held is not None and (last_seq <= held.input_seq or now_ns - held.tried_seq < QUARANTINE_RETRY_S * 1e9):
+        held = (quarantined or {}).get((r.cluster, r.node))
+        if held is not None and (r.last_seq <= held.input_seq or now_ns - held.tried_seq < QUARANTINE_RETRY_S * 1e9):
             continue
-        span = plan(row, settings, now_ns)
+        span = plan(r, settings, now_ns)
         if span is not None:
-            out.append(Plan(cluster, node, span[0], span[1], last_seq, int(row[8] or 0), last_seq))  # type: ignore[call-overload]
+            out.append(Plan(r.cluster, r.node, span[0], span[1], r.last_seq, r.processed_seq, r.last_seq))
     return out
 
 
@@ -127,29 +144,46 @@ def groups(todo: Sequence[Plan]) -> list[list[Plan]]:
     return out
 
 
-def run_step(wh: Warehouse, settings: Settings, owns: Callable[[str, str], bool]) -> StepReport:
+def run_step(
+    wh: Warehouse, settings: Settings, owns: Callable[[str, str], bool], state: StepState | None = None
+) -> StepReport:
     """Compute every due range of the owned nodes, a chunk of each node per round.
 
-    A round handles groups of nodes with two queries and three inserts per group. A node's
-    progress reaches its activity seq only with its last chunk, so a crash in between redoes the
-    whole range (the facts are idempotent).
+    A round handles groups of nodes with four queries and one insert per table per group (a live
+    step is one group). A node's progress reaches its activity seq only with its last chunk, so a
+    crash in between redoes the whole range (the facts are idempotent). ``state`` carries what the
+    worker learnt (each node's scrape interval, when rebuilds were last looked for) to the next step.
     """
+    state = state or StepState()
     report = StepReport()
-    quarantined = wh.quarantined()
-    remaining = plans(wh.pending_nodes(), settings, time.time_ns(), owns, quarantined)
+    now_ns = time.time_ns()
+    remaining: list[Plan] = []
+    quarantined: dict[tuple[str, str], Quarantine] = {}
+    if not state.may_skip(now_ns / 1e9):
+        seen = state.activity  # before the read: a batch written during it makes the next step read again
+        rows = wh.pending_nodes()
+        remaining = plans(rows, settings, now_ns, owns)
+        if remaining:  # the quarantine matters only for nodes that are due
+            quarantined = wh.quarantined()
+            remaining = plans(rows, settings, now_ns, owns, quarantined)
+        state.seen, state.read_at = seen, now_ns / 1e9
+        # after writing, progress changed: the next step reads again
+        state.recheck_at = -math.inf if remaining else recheck_at(rows, settings, now_ns, owns)
     report.nodes = len(remaining)
     while remaining:
         chunks = [_chunk(p) for p in remaining]
         failed: set[tuple[str, str]] = set()
         for group in groups(chunks):
-            failed |= _compute_group(wh, settings, group, report, quarantined)
+            failed |= _compute_group(wh, settings, group, report, quarantined, state.memory)
         remaining = [
             replace(p, start=c.end)
             for p, c in zip(remaining, chunks, strict=True)
             if c.end < p.end and (p.cluster, p.node) not in failed
         ]
     # after the facts: an org version's hours, a bounded part per step (every worker may do it: idempotent)
-    report.rebuilds_pending = wh.work_rollup_rebuilds()
+    if state.rebuilds_due(time.monotonic()):
+        state.rebuilds_pending = report.rebuilds_pending = wh.work_rollup_rebuilds()
+        state.rebuilds_checked = time.monotonic()
     return report
 
 
@@ -158,37 +192,62 @@ def _chunk(p: Plan) -> Plan:
     return replace(p, end=end, processed_seq=p.processed_seq if end >= p.end else p.previous_seq)
 
 
+def _load_samples(
+    wh: Warehouse, cluster: str, group: list[Plan], memory: StepMemory
+) -> tuple[dict[str, SampleColumns], dict[str, float]]:
+    """Each node's samples from its own look-back to its range end, and that look-back; a node whose
+    samples state a longer interval than its look-back assumed is read again with ``LOOKBACK_S``."""
+    look = {p.node: memory.lookback((cluster, p.node)) for p in group}
+    hi = max(p.end for p in group)
+    loaded = min(p.start - look[p.node] for p in group)
+    samples = wh.samples(cluster, [p.node for p in group], to_utc(loaded), to_utc(hi))
+    again = [
+        p for p in group if not inputs.enough(between(samples.get(p.node), p.start - look[p.node], p.end), look[p.node])
+    ]
+    if again:
+        loaded = min(p.start for p in again) - LOOKBACK_S
+        samples.update(wh.samples(cluster, [p.node for p in again], to_utc(loaded), to_utc(hi)))
+        look.update((p.node, LOOKBACK_S) for p in again)
+    return samples, look
+
+
 def _compute_group(
     wh: Warehouse,
     settings: Settings,
     group: list[Plan],
     report: StepReport,
     quarantined: dict[tuple[str, str], Quarantine],
+    memory: StepMemory,
 ) -> set[tuple[str, str]]:
     """Compute and write one group's chunks; returns the nodes that failed (now in quarantine)."""
-    w = settings.window_seconds
     cluster = group[0].cluster
     nodes = [p.node for p in group]
     lo, hi = min(p.start for p in group), max(p.end for p in group)
-    loaded = lo - LOOKBACK_S
-    samples = wh.samples(cluster, nodes, to_utc(loaded), to_utc(hi))
+    samples, look = _load_samples(wh, cluster, group, memory)
     rejected: dict[str, str] = {}
-    placements = wh.placements(cluster, nodes, to_utc(lo), to_utc(hi), rejected)
+    placements = inputs.placements(wh, cluster, nodes, to_utc(lo), to_utc(hi), rejected)
     # the inventory gives each GPU's state before the node's own look-back (a fatal XID long ago, a
     # GPU that stopped reporting): a node sees its own range plus look-back whatever its group loaded
-    own_loaded = {p.node: to_utc(p.start - LOOKBACK_S) for p in group}
-    inputs = wh.node_inputs(cluster, nodes, to_utc(lo), to_utc(hi), own_loaded, INVENTORY_HORIZON_S)
+    own_loaded = {p.node: to_utc(p.start - look[p.node]) for p in group}
+    node_inputs = wh.node_inputs(cluster, nodes, to_utc(lo), to_utc(hi), own_loaded, INVENTORY_HORIZON_S)
     batch: list[NodeFacts] = []
     changes: list[Quarantine] = []
     for p in group:
         key = (cluster, p.node)
         # each node sees exactly its own range (plus look-back), whatever its group loaded
-        own = _between(samples.get(p.node), p.start - LOOKBACK_S, p.end)
+        own = between(samples.get(p.node), p.start - look[p.node], p.end)
         try:
             if p.node in rejected:
                 raise ValueError(rejected[p.node])
             result = compute_range_full(
-                cluster, p.node, p.start, p.end, w, own, placements.get(p.node, []), inputs.get(p.node)
+                cluster,
+                p.node,
+                p.start,
+                p.end,
+                settings.window_seconds,
+                own,
+                placements.get(p.node, []),
+                node_inputs.get(p.node),
             )
         except Exception as exc:  # this node's input breaks its computation: the others go on
             log.error("node %s/%s quarantined: %s", cluster, p.node, exc)
@@ -197,13 +256,12 @@ def _compute_group(
             quarantined[key] = entry
             changes.append(entry)
             continue
+        memory.saw(key, own)
         if key in quarantined:
             del quarantined[key]
             changes.append(Quarantine(cluster, p.node, "", p.input_seq, to_utc(time.time())))
-        windows = [to_utc(t) for t in _frange(p.start, p.end, w)]
-        inventory = {to_utc(t): v for t, v in result.windows.items()}
-        batch.append(NodeFacts(cluster, p.node, windows, result.facts, to_utc(p.end), p.processed_seq, inventory, w))
-        report.windows += len(windows)
+        batch.append(_node_facts(p, settings.window_seconds, result.facts, result.windows))
+        report.windows += len(batch[-1].windows)
         report.facts += len(result.facts)
     wh.write_fact_batch(batch)
     if changes:
@@ -212,15 +270,10 @@ def _compute_group(
     return {(c.cluster, c.node) for c in changes if c.reason}
 
 
-def _between(samples: SampleColumns | None, start: float, end: float) -> SampleColumns:
-    """The samples with start <= time < end (columns are in time order)."""
-    if samples is None:
-        return SampleColumns(())
-    times = samples.columns[0]
-    lo, hi = bisect.bisect_left(times, start), bisect.bisect_left(times, end)
-    if lo == 0 and hi == len(times):
-        return samples
-    return SampleColumns(tuple(c[lo:hi] for c in samples.columns))
+def _node_facts(p: Plan, w: int, facts: list[dict[str, Any]], windows: dict[float, Any]) -> NodeFacts:
+    starts = [to_utc(t) for t in _frange(p.start, p.end, w)]
+    inventory = {to_utc(t): v for t, v in windows.items()}
+    return NodeFacts(p.cluster, p.node, starts, facts, to_utc(p.end), p.processed_seq, inventory, w)
 
 
 def _frange(start: float, end: float, step: int) -> list[float]:

@@ -1,0 +1,67 @@
+"""What a worker's attribution steps carry from one to the next, and when a node can come due.
+
+The due nodes change only with new activity (written by the worker's own sink: its partitions are
+its nodes'), with the worker's own writes, or with the wall clock (a node's idle flush, a window's
+end). So a step may skip reading them while nothing was written and nothing can have come due; at
+least every ``RECHECK_S`` it reads them anyway (a rebalance, a node whose activity another worker
+wrote). Without a state (``run_step``'s default) every step reads them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from pipelines.settings import Settings
+from streams.attribution.inputs import StepMemory
+from streams.store import PendingNode
+
+IDLE_FLUSH_S = 2.0  # a node without new data this long is bounded input: its ended windows close
+RECHECK_S = 10.0  # the due nodes are read at least this often, whatever the worker's own sink wrote
+REBUILD_CHECK_S = 5.0  # requested rollup rebuilds are looked for this often (each step while some are left)
+
+
+def floor_window(t: float, w: int) -> float:
+    return math.floor(t / w) * w
+
+
+@dataclass
+class StepState:
+    """What a worker's steps carry from one to the next (``run_step`` without it starts afresh)."""
+
+    memory: StepMemory = field(default_factory=StepMemory)
+    rebuilds_checked: float = -math.inf  # monotonic time of the last look for requested rebuilds
+    rebuilds_pending: int = 0
+    activity: int = 0  # batches the worker's sink wrote (``touched``)
+    seen: int = -1  # ``activity`` when the due nodes were last read
+    recheck_at: float = -math.inf  # epoch seconds from which a node may be due without new activity
+    read_at: float = -math.inf
+
+    def touched(self) -> None:
+        """The worker's sink wrote a batch (node activity)."""
+        self.activity += 1
+
+    def may_skip(self, now: float) -> bool:
+        return self.seen == self.activity and now < self.recheck_at and now - self.read_at < RECHECK_S
+
+    def rebuilds_due(self, now: float) -> bool:
+        return self.rebuilds_pending > 0 or now - self.rebuilds_checked >= REBUILD_CHECK_S
+
+
+def recheck_at(rows: Iterable[PendingNode], settings: Settings, now_ns: int, owns: Callable[[str, str], bool]) -> float:
+    """When one of the owned nodes, none due now, can come due without new activity: the next
+    window end on the wall clock, or a node's idle flush (``IDLE_FLUSH_S`` after its newest
+    activity) when that closes a window that has already ended (a live node's newest scrape lies
+    in the current window: its idle flush closes nothing before the window's end)."""
+    w = settings.window_seconds
+    ended = floor_window(now_ns / 1e9, w)
+    at = ended + w
+    for r in rows:
+        if (
+            owns(r.cluster, r.node)
+            and now_ns - r.last_seq < IDLE_FLUSH_S * 1e9
+            and floor_window(r.max_time.timestamp(), w) < ended
+        ):
+            at = min(at, r.last_seq / 1e9 + IDLE_FLUSH_S)
+    return at

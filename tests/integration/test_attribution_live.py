@@ -1,0 +1,122 @@
+"""Live operation against the real ClickHouse endpoint: windows written once across steps, a step's
+short look-back giving the facts of the whole range computed at once, the current window left open."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+import pytest
+
+from bench.load import CLUSTER, Load, encode
+from infra.services import apply_migrations
+from pipelines.settings import Settings
+from streams.attribution import step
+from streams.attribution.compute import compute_range
+from streams.ingest.sink import Message, write_batch
+from streams.store import PendingNode, Warehouse, to_utc
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def warehouse(isolated_settings: Settings) -> Iterator[Warehouse]:
+    apply_migrations(isolated_settings)
+    wh = Warehouse(isolated_settings)
+    yield wh
+    wh.close()
+
+
+def _ingest(wh: Warehouse, load: Load, first: int, rounds: int) -> None:
+    batch = [Message(topic, 0, i, value) for i, (topic, _, value) in enumerate(encode(load, first, rounds))]
+    write_batch(wh, batch, publish_dead_letters=lambda letters: None)
+
+
+def _step(wh: Warehouse, settings: Settings, state: step.StepState) -> step.StepReport:
+    time.sleep(step.IDLE_FLUSH_S + 0.2)
+    return step.run_step(wh, settings, lambda cluster, node: True, state)
+
+
+def test_steps_write_each_window_once_with_the_facts_of_one_whole_range(
+    warehouse: Warehouse, isolated_settings: Settings
+) -> None:
+    start = datetime(2026, 11, 3, 8, tzinfo=UTC)
+    load = Load(nodes=2, interval_s=10, start=start, alloc_period_s=300)  # a pod every 5 min
+    state = step.StepState()
+    for first in (0, 60, 120):  # three deliveries of 10 minutes each, in order
+        _ingest(warehouse, load, first, 60)
+        report = _step(warehouse, isolated_settings, state)
+        assert report.nodes == 2 and report.windows == 2 * 10
+        assert state.memory.lookback((CLUSTER, "node-0000")) == step.inputs.LOOKBACK_INTERVALS * 10
+    versions = warehouse.client.query(
+        "SELECT node, window_start, count() FROM fact_windows GROUP BY node, window_start"
+    ).result_rows
+    assert len(versions) == 2 * 30 and all(n == 1 for _, _, n in versions)  # every window written once
+
+    end = start.timestamp() + 1800
+    samples = warehouse.samples(CLUSTER, ["node-0001"], to_utc(start.timestamp() - step.LOOKBACK_S), to_utc(end))
+    placements = warehouse.placements(CLUSTER, ["node-0001"], start, to_utc(end))["node-0001"]
+    alone = compute_range(CLUSTER, "node-0001", start.timestamp(), end, 60, samples["node-0001"], placements)
+    rows = warehouse.client.query(
+        "SELECT fact_id, gpu_seconds, busy_seconds, energy_joules FROM current_facts WHERE node = 'node-0001'"
+    ).result_rows
+    assert {tuple(r) for r in rows} == {
+        (f["fact_id"], f["gpu_seconds"], f["busy_seconds"], f["energy_joules"]) for f in alone
+    }
+    assert any(f["kind"] == "allocated" and float(f["busy_seconds"]) > 0 for f in alone)  # type: ignore[arg-type]
+
+
+def test_the_current_window_is_not_written_before_it_has_ended(
+    warehouse: Warehouse, isolated_settings: Settings
+) -> None:
+    now = time.time()
+    if now % 60 > 50:  # keep the scrapes and the step within one wall-clock minute
+        time.sleep(61 - now % 60)
+        now = time.time()
+    current = math.floor(now / 60) * 60
+    load = Load(nodes=1, interval_s=10, start=to_utc(math.floor(now) - 170))  # 18 scrapes up to now
+    assert load.round_time(17) >= to_utc(current)  # the last scrape lies in the current window
+    _ingest(warehouse, load, 0, 18)
+    state = step.StepState()
+    _step(warehouse, isolated_settings, state)
+    written = {
+        as_epoch
+        for (as_epoch,) in warehouse.client.query("SELECT toUnixTimestamp(window_start) FROM fact_windows").result_rows
+    }
+    assert written and max(written) == current - 60  # every ended window, not the current one
+    assert step.run_step(warehouse, isolated_settings, lambda c, n: True, state).windows == 0
+
+
+class _Counting(Warehouse):
+    """The real warehouse, counting how often the due nodes are read."""
+
+    reads = 0
+
+    def pending_nodes(self) -> list[PendingNode]:
+        self.reads += 1
+        return super().pending_nodes()
+
+
+def test_steps_with_nothing_written_and_nothing_come_due_read_nothing(isolated_settings: Settings) -> None:
+    apply_migrations(isolated_settings)
+    if time.time() % 60 > 45:  # no wall-clock window end while the steps run
+        time.sleep(61 - time.time() % 60)
+    wh = _Counting(isolated_settings)
+    try:
+        load = Load(nodes=1, interval_s=10, start=datetime(2026, 11, 3, 8, tzinfo=UTC))
+        state = step.StepState()
+        _ingest(wh, load, 0, 30)
+        state.touched()
+        assert _step(wh, isolated_settings, state).windows == 5
+        assert step.run_step(wh, isolated_settings, lambda c, n: True, state).nodes == 0
+        assert wh.reads == 2  # the write changed progress: read once more, then nothing can come due
+        for _ in range(3):
+            assert step.run_step(wh, isolated_settings, lambda c, n: True, state).nodes == 0
+        assert wh.reads == 2
+        _ingest(wh, load, 30, 6)
+        state.touched()
+        assert _step(wh, isolated_settings, state).windows == 1 and wh.reads == 3
+    finally:
+        wh.close()

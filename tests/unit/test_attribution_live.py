@@ -1,0 +1,172 @@
+"""Live operation: a window is written once, after it ended on the wall clock, and a step reads a
+look-back of a few scrape intervals that gives the same facts as the longest one."""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime
+
+from pipelines import events as ev
+from pipelines.settings import Settings
+from streams.attribution.compute import SampleColumns, SampleRow, compute_range_full
+from streams.attribution.inputs import LOOKBACK_INTERVALS, LOOKBACK_S, StepMemory, between, enough
+from streams.attribution.step import IDLE_FLUSH_S, RECHECK_S, StepState, plan, recheck_at
+from streams.store import PendingNode
+
+W = 60
+NOW0 = 60 * 29_000_000.0  # minute-aligned
+
+
+def _utc(t: float) -> datetime:
+    return datetime.fromtimestamp(t, tz=UTC)
+
+
+def _node(newest: float, sent: float, closed: float | None, pending: int, dirty: float | None) -> PendingNode:
+    return PendingNode(
+        "c",
+        "n",
+        _utc(NOW0 - 3600),
+        _utc(newest),
+        int(sent * 1e9),
+        pending,
+        _utc(dirty) if dirty is not None else None,
+        _utc(closed) if closed is not None else None,
+        0,
+    )
+
+
+def test_the_current_window_of_a_live_node_stays_open_until_it_has_ended() -> None:
+    s = Settings(window_seconds=W, allowed_lateness_seconds=300)
+    now = NOW0 + 37.0  # the last scrape (t = 30 s) came 7 s ago: the node is idle
+    row = _node(newest=NOW0 + 30, sent=NOW0 + 30, closed=NOW0, pending=1, dirty=NOW0 + 30)
+    assert (now - (NOW0 + 30)) >= IDLE_FLUSH_S
+    assert plan(row, s, int(now * 1e9)) is None  # the window [NOW0, NOW0 + 60) has not ended
+    assert plan(row, s, int((NOW0 + 60.5) * 1e9)) == (NOW0, NOW0 + 60)  # ended: written once
+    # bounded input whose newest window ended long ago: the idle flush still closes it
+    old = _node(newest=NOW0 - 3000, sent=NOW0 - 1, closed=None, pending=1, dirty=NOW0 - 3600)
+    assert plan(old, s, int(now * 1e9)) == (NOW0 - 3600, NOW0 - 3000 + W - (NOW0 - 3000) % W)
+
+
+def test_scrapes_every_10_s_write_each_window_exactly_once() -> None:
+    """A node scraped every 10 s for 5 minutes, a step every second: every window is computed in
+    exactly one step, the one after its end."""
+    s = Settings(window_seconds=W, allowed_lateness_seconds=300)
+    closed: float | None = None
+    processed = 0
+    computed: list[float] = []
+    newest = sent = None
+    for tick in range(1, 301):
+        now = NOW0 + tick
+        if tick % 10 == 0:
+            newest, sent = now - 0.2, now  # the scrape stamped 0.2 s before it was written
+        if newest is None or sent is None:
+            continue
+        pending = int(int(sent * 1e9) > processed)
+        row = PendingNode(
+            "c",
+            "n",
+            _utc(NOW0 + 9.8),
+            _utc(newest),
+            int(sent * 1e9),
+            pending,
+            _utc(newest) if pending else None,
+            _utc(closed) if closed else None,
+            processed,
+        )
+        span = plan(row, s, int(now * 1e9))
+        if span is None:
+            continue
+        computed.extend(range(int(span[0]), int(span[1]), W))
+        closed, processed = span[1], int(sent * 1e9)
+    assert computed == [NOW0 + i * W for i in range(4)]  # the fifth window is still open at 300 s
+
+
+def _history(seed: int, start: float, end: float, interval: float) -> list[SampleRow]:
+    """Two GPUs scraped every ``interval`` with gaps, energy counters (one reset) and power."""
+    rng = random.Random(seed)
+    rows = []
+    for uuid in ("GPU-a", "GPU-b"):
+        t, energy = start, 1_000_000.0
+        while t < end:
+            energy = 0.0 if rng.random() < 0.02 else energy + rng.uniform(1e5, 5e5)
+            power = rng.uniform(100, 700) if rng.random() < 0.5 else None
+            util = rng.random() if rng.random() < 0.9 else None
+            rows.append(
+                SampleRow(
+                    t,
+                    uuid,
+                    None,
+                    0 if uuid == "GPU-a" else 1,
+                    "H100",
+                    "",
+                    util,
+                    None,
+                    "ns",
+                    "p" if uuid == "GPU-a" else "",
+                    "",
+                    interval,
+                    power,
+                    energy,
+                )
+            )
+            t += interval * rng.choice((1, 1, 1, 2, 3, 5))  # gaps: held, and beyond the hold
+    return sorted(rows, key=lambda r: r.time)
+
+
+def test_a_look_back_of_a_few_intervals_gives_the_facts_of_the_longest() -> None:
+    interval = 10.0
+    w0 = NOW0
+    samples = SampleColumns.from_rows(_history(7, w0 - 2 * LOOKBACK_S, w0 + 5 * W, interval))
+    pod = ev.AllocationData.model_validate(
+        {
+            "scheduler": "kubernetes",
+            "job_id": "ns/p",
+            "node": "n",
+            "state": "running",
+            "start_time": _utc(w0 - 500),
+            "gpus": [{"kind": "gpu", "count": 1}],
+        }
+    )
+    memory = StepMemory()
+    assert memory.lookback(("c", "n")) == LOOKBACK_S  # nothing known yet: the longest
+    memory.saw(("c", "n"), samples)
+    short = memory.lookback(("c", "n"))
+    assert short == LOOKBACK_INTERVALS * interval < LOOKBACK_S
+    for k in range(5):
+        a, b = w0 + k * W, w0 + (k + 1) * W
+        mine = compute_range_full("c", "n", a, b, W, between(samples, a - short, b), [pod])
+        full = compute_range_full("c", "n", a, b, W, between(samples, a - LOOKBACK_S, b), [pod])
+        assert mine.facts == full.facts and mine.facts
+    assert any(f["energy_joules"] for f in full.facts) and any(f["busy_seconds"] for f in full.facts)
+
+
+def test_a_longer_interval_than_assumed_reads_the_longest_look_back() -> None:
+    rows = _history(3, NOW0 - 600, NOW0 + W, 60.0)
+    samples = SampleColumns.from_rows(rows)
+    assert not enough(samples, LOOKBACK_INTERVALS * 10.0)  # 60 s scrapes need 12 minutes
+    assert enough(samples, LOOKBACK_S) and enough(samples, LOOKBACK_INTERVALS * 60.0)
+    no_interval = SampleColumns.from_rows([r.__class__(**{**r.__dict__, "interval_s": None}) for r in rows])
+    memory = StepMemory({("c", "n"): 10.0})
+    memory.saw(("c", "n"), no_interval)  # estimated from the gaps: only the longest look-back is safe
+    assert memory.lookback(("c", "n")) == LOOKBACK_S and not enough(no_interval, 120.0)
+
+
+def test_a_step_reads_the_due_nodes_again_only_when_something_can_have_come_due() -> None:
+    s = Settings(window_seconds=W)
+    now = NOW0 + 31.0
+    fresh = _node(newest=NOW0 + 30, sent=NOW0 + 30.5, closed=NOW0, pending=1, dirty=NOW0 + 30)
+    idle = _node(newest=NOW0 + 20, sent=NOW0 + 20.5, closed=NOW0, pending=1, dirty=NOW0 + 20)
+    assert recheck_at([idle], s, int(now * 1e9), lambda c, n: True) == NOW0 + W  # the window's end
+    # a live node's newest scrape lies in the current window: its idle flush closes nothing before the end
+    assert recheck_at([idle, fresh], s, int(now * 1e9), lambda c, n: True) == NOW0 + W
+    # bounded input: newest data in an ended window, just written: its idle flush closes it
+    batch = _node(newest=NOW0 - 90, sent=NOW0 + 30.5, closed=NOW0 - 3600, pending=1, dirty=NOW0 - 3600)
+    assert recheck_at([idle, batch], s, int(now * 1e9), lambda c, n: True) == NOW0 + 30.5 + IDLE_FLUSH_S
+    assert recheck_at([idle, batch], s, int(now * 1e9), lambda c, n: n != "n") == NOW0 + W  # not this worker's
+
+    state = StepState(seen=0, recheck_at=NOW0 + W, read_at=now)
+    assert state.may_skip(now + 1)
+    assert not state.may_skip(NOW0 + W)  # the window ended
+    assert not state.may_skip(now + RECHECK_S)  # read at least every RECHECK_S
+    state.touched()  # the worker's sink wrote a batch
+    assert not state.may_skip(now + 1)

@@ -29,8 +29,8 @@ import orjson
 
 from bench.load import GPUS_PER_NODE, Load, allocation_message, sample_message
 from pipelines import events as ev
-from pipelines.cli.ingest_cmd import parse_manifest_entry
 from pipelines.gpu_models import model_key
+from pipelines.parsers.registry import parse_manifest_entry
 from pipelines.simulator.core import simulate
 from streams.attribution.compute import (
     SAMPLE_COLUMNS,

@@ -33,8 +33,10 @@ class Poller(threading.Thread):
 
     def run(self) -> None:
         client = get_client(self._settings)
-        sql = ("SELECT time, count() FROM gpu_samples WHERE time >= {t0:DateTime64(3, 'UTC')} "
-               "AND startsWith(node, {prefix:String}) GROUP BY time")
+        sql = (
+            "SELECT time, count() FROM gpu_samples WHERE time >= {t0:DateTime64(3, 'UTC')} "
+            "AND startsWith(node, {prefix:String}) GROUP BY time"
+        )
         params = {"t0": self._load.start, "prefix": self._load.node_prefix + "-"}
         try:
             while not self._stop_now.is_set() and time.time() < self.stop_at:
@@ -71,13 +73,19 @@ def measure(settings: Settings, load: Load, rate: float, seconds: float, drain_s
     poller.stop_at = time.time() + drain_s
     poller.join(timeout=drain_s + 30)
     poller.halt()
-    delays = [max(poller.seen[load.round_time(i)] - at, 0.0)
-              for i, at in acked.items() if load.round_time(i) in poller.seen]
+    delays = [
+        max(poller.seen[load.round_time(i)] - at, 0.0) for i, at in acked.items() if load.round_time(i) in poller.seen
+    ]
     missing = len(acked) - len(delays)
     delays += [drain_s] * missing  # never seen in time: counted at the drain limit, never dropped
     gap = load.samples_per_round / rate
     span = max(acked.values()) - min(acked.values()) + gap
     achieved = len(acked) * load.samples_per_round / span
-    return {"freshness_rate_target": rate, "freshness_rate_achieved": round(achieved, 1),
-            "freshness_rounds": len(acked), "freshness_rounds_missing": missing,
-            "freshness_p50_s": round(percentile(delays, 50), 3), "freshness_p99_s": round(percentile(delays, 99), 3)}
+    return {
+        "freshness_rate_target": rate,
+        "freshness_rate_achieved": round(achieved, 1),
+        "freshness_rounds": len(acked),
+        "freshness_rounds_missing": missing,
+        "freshness_p50_s": round(percentile(delays, 50), 3),
+        "freshness_p99_s": round(percentile(delays, 99), 3),
+    }

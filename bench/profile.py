@@ -20,8 +20,23 @@ def start(pid: int, out: Path, rate: int = 50) -> subprocess.Popen[bytes]:
     exe = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
     if not Path(exe).exists():
         raise MissingDependency("py-spy is needed for --profile: .venv/bin/pip install py-spy")
-    return subprocess.Popen([exe, "record", "--pid", str(pid), "--format", "raw", "-r", str(rate),  # noqa: S603
-                             "-o", str(out), "--nonblocking"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return subprocess.Popen(
+        [
+            exe,
+            "record",
+            "--pid",
+            str(pid),
+            "--format",
+            "raw",
+            "-r",
+            str(rate),  # noqa: S603
+            "-o",
+            str(out),
+            "--nonblocking",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:
@@ -37,8 +52,11 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
 
 def _frames(line: str) -> tuple[list[str], int]:
     stack, _, count = line.rstrip().rpartition(" ")
-    return [f.split(" (")[0] + " (" + f.split(" (")[-1].split(":")[0].rsplit("/", 1)[-1] + ")"
-            for f in stack.split(";") if f], int(count)
+    return [
+        f.split(" (")[0] + " (" + f.split(" (")[-1].split(":")[0].rsplit("/", 1)[-1] + ")"
+        for f in stack.split(";")
+        if f
+    ], int(count)
 
 
 def summarise(raw: Path, top: int = 20) -> dict[str, list[tuple[str, float]]]:
@@ -57,6 +75,8 @@ def summarise(raw: Path, top: int = 20) -> dict[str, list[tuple[str, float]]]:
         for frame in set(frames):
             inclusive[frame] += count
     pct = 100.0 / max(total, 1)
-    return {"self": [(f, round(c * pct, 1)) for f, c in self_time.most_common(top)],
-            "inclusive": [(f, round(c * pct, 1)) for f, c in inclusive.most_common(top * 3)],
-            "samples": [("total", float(total))]}
+    return {
+        "self": [(f, round(c * pct, 1)) for f, c in self_time.most_common(top)],
+        "inclusive": [(f, round(c * pct, 1)) for f, c in inclusive.most_common(top * 3)],
+        "samples": [("total", float(total))],
+    }

@@ -76,8 +76,13 @@ def generate_facts(settings: Settings, target_samples: int) -> dict[str, Any]:
         build = time.perf_counter() - began
     finally:
         client.close()
-    return {"query_fact_rows": rows, "query_gpu_sample_equivalents": rows * SAMPLES_PER_FACT,
-            "query_gpus": gpus, "query_generate_s": round(elapsed, 2), "query_rollup_build_s": round(build, 2)}
+    return {
+        "query_fact_rows": rows,
+        "query_gpu_sample_equivalents": rows * SAMPLES_PER_FACT,
+        "query_gpus": gpus,
+        "query_generate_s": round(elapsed, 2),
+        "query_rollup_build_s": round(build, 2),
+    }
 
 
 def time_monthly_query(settings: Settings, repeats: int = 3) -> dict[str, Any]:
@@ -94,5 +99,8 @@ def time_monthly_query(settings: Settings, repeats: int = 3) -> dict[str, Any]:
         teams = [r for r in result.result_rows if not str(r[0]).startswith("__")]
     finally:
         client.close()
-    return {"monthly_query_cold_s": round(timings[0], 3),
-            "monthly_query_s": round(statistics.median(timings[1:]), 3), "monthly_query_teams": len(teams)}
+    return {
+        "monthly_query_cold_s": round(timings[0], 3),
+        "monthly_query_s": round(statistics.median(timings[1:]), 3),
+        "monthly_query_teams": len(teams),
+    }

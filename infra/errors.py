@@ -1,8 +1,8 @@
 """Errors of the service layer.
 
-    InfraError                       base of everything raised under infra/
-    ├── ServiceError                 a local service failed to start, stop or answer
-    └── MissingDependency            a required tool (java, mvn) or artifact is not installed
+InfraError                       base of everything raised under infra/
+├── ServiceError                 a local service failed to start, stop or answer
+└── MissingDependency            a required tool (java, mvn) or artifact is not installed
 """
 
 from __future__ import annotations

@@ -77,11 +77,17 @@ def start(service: Service) -> tuple[int, bool]:
     env = {**os.environ, **service.env}
     with open(service.log_file, "ab") as log:
         proc = subprocess.Popen(  # noqa: S603 - argv built by us, no shell
-            service.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            env=env, cwd=service.cwd, start_new_session=True,
+            service.argv,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            cwd=service.cwd,
+            start_new_session=True,
         )
-    service.pid_file.write_text(json.dumps({"pid": proc.pid, "argv": service.argv, "started": time.time(),
-                                            "identity": service.identity}))
+    service.pid_file.write_text(
+        json.dumps({"pid": proc.pid, "argv": service.argv, "started": time.time(), "identity": service.identity})
+    )
     deadline = time.monotonic() + service.start_timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:

@@ -43,13 +43,24 @@ def _quiet(_: str) -> None:
 
 def endpoint_service(settings: Settings) -> Service:
     argv = [
-        sys.executable, "-m", "infra.clickhouse.endpoint",
-        "--data", str((settings.home / "chdb").resolve()),
-        "--host", settings.clickhouse_host, "--port", str(settings.clickhouse_port),
+        sys.executable,
+        "-m",
+        "infra.clickhouse.endpoint",
+        "--data",
+        str((settings.home / "chdb").resolve()),
+        "--host",
+        settings.clickhouse_host,
+        "--port",
+        str(settings.clickhouse_port),
     ]
     return Service(
-        name="clickhouse", argv=argv, run_dir=settings.run_dir.resolve(), log_dir=settings.log_dir.resolve(),
-        ready=lambda: endpoint_answers(settings), cwd=REPO_ROOT, start_timeout_s=60.0,
+        name="clickhouse",
+        argv=argv,
+        run_dir=settings.run_dir.resolve(),
+        log_dir=settings.log_dir.resolve(),
+        ready=lambda: endpoint_answers(settings),
+        cwd=REPO_ROOT,
+        start_timeout_s=60.0,
     )
 
 
@@ -58,8 +69,14 @@ def worker_service(settings: Settings, index: int) -> Service:
     argv = [sys.executable, "-m", "streams", "worker", "--index", str(index)]
     env = settings.process_env()
     return Service(
-        name=f"worker-{index}", argv=argv, run_dir=settings.run_dir.resolve(),
-        log_dir=settings.log_dir.resolve(), ready=lambda: True, env=env, cwd=REPO_ROOT, start_timeout_s=5.0,
+        name=f"worker-{index}",
+        argv=argv,
+        run_dir=settings.run_dir.resolve(),
+        log_dir=settings.log_dir.resolve(),
+        ready=lambda: True,
+        env=env,
+        cwd=REPO_ROOT,
+        start_timeout_s=5.0,
         identity={k: v for k, v in env.items() if "PASSWORD" not in k},
     )
 
@@ -158,8 +175,10 @@ def _reader_account(admin: Client, settings: Settings) -> str:
     try:
         ensure_reader(admin, user, password, settings.clickhouse_database)
     except DatabaseError as exc:
-        return (f"read-only account {user} not created ({describe(exc)}); an administrator applies "
-                "sql/access/reader.sql (the embedded endpoint needs none)")
+        return (
+            f"read-only account {user} not created ({describe(exc)}); an administrator applies "
+            "sql/access/reader.sql (the embedded endpoint needs none)"
+        )
     return f"read-only account {user} ready (SELECT on {settings.clickhouse_database})"
 
 
@@ -180,8 +199,9 @@ def _local_services(settings: Settings) -> list[Service]:
     if not settings.external_clickhouse:
         services.append(endpoint_service(settings))
     for pid_file in sorted(settings.run_dir.glob("worker-*.pid")):
-        services.append(Service(pid_file.stem, [], settings.run_dir.resolve(), settings.log_dir.resolve(),
-                                lambda: True))
+        services.append(
+            Service(pid_file.stem, [], settings.run_dir.resolve(), settings.log_dir.resolve(), lambda: True)
+        )
     return services
 
 
@@ -225,10 +245,19 @@ def status(settings: Settings) -> dict[str, Any]:
     kafka_ok = broker.broker_answers(settings)
     ch_ok = endpoint_answers(settings)
     services["kafka"] = {**services.get("kafka", {}), "answers": kafka_ok, "address": settings.bootstrap_servers}
-    services["clickhouse"] = {**services.get("clickhouse", {}), "answers": ch_ok,
-                              "address": settings.clickhouse_endpoint_url}
-    result: dict[str, Any] = {"services": services, "topics": {}, "tables": {}, "dead_letters": {}, "conflicts": {},
-                              "quarantined": []}
+    services["clickhouse"] = {
+        **services.get("clickhouse", {}),
+        "answers": ch_ok,
+        "address": settings.clickhouse_endpoint_url,
+    }
+    result: dict[str, Any] = {
+        "services": services,
+        "topics": {},
+        "tables": {},
+        "dead_letters": {},
+        "conflicts": {},
+        "quarantined": [],
+    }
     if kafka_ok:
         result["topics"] = broker.end_offsets(settings)
     if ch_ok:
@@ -267,7 +296,8 @@ def _conflict_counts(settings: Settings) -> dict[str, int]:
             "SELECT c.cluster, count() FROM attribution_conflicts AS c FINAL INNER JOIN (SELECT cluster, node, "
             "window_start, max(version) AS latest FROM fact_windows GROUP BY cluster, node, window_start) AS w "
             "ON w.cluster = c.cluster AND w.node = c.node AND w.window_start = c.window_start "
-            "AND w.latest = c.version GROUP BY c.cluster ORDER BY c.cluster").result_rows
+            "AND w.latest = c.version GROUP BY c.cluster ORDER BY c.cluster"
+        ).result_rows
         return {str(cluster): int(count) for cluster, count in rows}
     finally:
         client.close()

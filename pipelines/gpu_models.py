@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import re
 
-_FAMILY = re.compile(r"\b(GB200|GH200|B200|B100|H200|H100|H800|H20|A100|A800|A40|A30|A10G|A10|L40S|L40|L4|V100|T4)\b",
-                     re.IGNORECASE)
+_FAMILY = re.compile(
+    r"\b(GB200|GH200|B200|B100|H200|H100|H800|H20|A100|A800|A40|A30|A10G|A10|L40S|L40|L4|V100|T4)\b", re.IGNORECASE
+)
 
 
 def model_key(model_name: str | None) -> str:

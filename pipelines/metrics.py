@@ -14,15 +14,20 @@ from prometheus_client import Counter, Histogram, start_http_server
 
 log = logging.getLogger(__name__)
 
-EVENTS_CONSUMED = Counter("gpuledger_events_consumed", "Valid events a stream worker wrote to the raw tables",
-                          ["topic"])
-DEAD_LETTERED = Counter("gpuledger_events_dead_lettered", "Messages a stream worker turned into dead letters",
-                        ["topic", "reason"])
+EVENTS_CONSUMED = Counter(
+    "gpuledger_events_consumed", "Valid events a stream worker wrote to the raw tables", ["topic"]
+)
+DEAD_LETTERED = Counter(
+    "gpuledger_events_dead_lettered", "Messages a stream worker turned into dead letters", ["topic", "reason"]
+)
 FACTS_WRITTEN = Counter("gpuledger_facts_written", "Attribution fact rows written")
 WINDOWS_WRITTEN = Counter("gpuledger_attribution_windows_written", "Node-windows attributed (first time or again)")
 NODES_QUARANTINED = Counter("gpuledger_nodes_quarantined", "Times a node was put in quarantine")
-STEP_SECONDS = Histogram("gpuledger_attribution_step_duration_seconds", "Duration of one attribution step",
-                         buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300))
+STEP_SECONDS = Histogram(
+    "gpuledger_attribution_step_duration_seconds",
+    "Duration of one attribution step",
+    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300),
+)
 STEP_FAILURES = Counter("gpuledger_attribution_step_failures", "Attribution steps that failed and will be retried")
 COLLECTOR_POLLS = Counter("gpuledger_collector_polls", "Successful polls of a collector", ["collector"])
 COLLECTOR_POLL_ERRORS = Counter("gpuledger_collector_poll_errors", "Failed polls of a collector", ["collector"])

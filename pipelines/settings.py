@@ -36,8 +36,9 @@ def _alias(name: str) -> AliasChoices:
 
 class Settings(BaseSettings):
     # errors never echo the input: it holds the secrets
-    model_config = SettingsConfigDict(env_prefix="GPULEDGER_", extra="ignore", populate_by_name=True,
-                                      hide_input_in_errors=True)
+    model_config = SettingsConfigDict(
+        env_prefix="GPULEDGER_", extra="ignore", populate_by_name=True, hide_input_in_errors=True
+    )
 
     # --- local state -------------------------------------------------------------------------
     home: Path = Field(default=DEFAULT_HOME, description="pid files, logs, Kafka and chdb data")
@@ -45,7 +46,8 @@ class Settings(BaseSettings):
 
     # --- Kafka --------------------------------------------------------------------------------
     kafka_bootstrap_servers: str | None = Field(
-        default=None, validation_alias=_alias("KAFKA_BOOTSTRAP_SERVERS"),
+        default=None,
+        validation_alias=_alias("KAFKA_BOOTSTRAP_SERVERS"),
         description="external Kafka; when set, `up` starts no broker",
     )
     kafka_port: int = 9092
@@ -59,27 +61,32 @@ class Settings(BaseSettings):
     kafka_ssl_cafile: str | None = Field(default=None, validation_alias=_alias("KAFKA_SSL_CAFILE"))
     topic_prefix: str = Field(default="", description="prefix for every topic name (tests isolate with it)")
     topic_retention_ms: int = Field(
-        default=-1, ge=-1, description="retention.ms of the topics `up` creates (-1: keep the log)")
+        default=-1, ge=-1, description="retention.ms of the topics `up` creates (-1: keep the log)"
+    )
 
     # --- ClickHouse ---------------------------------------------------------------------------
     clickhouse_url: str | None = Field(
-        default=None, validation_alias=_alias("CLICKHOUSE_URL"),
+        default=None,
+        validation_alias=_alias("CLICKHOUSE_URL"),
         description="external ClickHouse, e.g. https://host:8443; when set, `up` starts no endpoint",
     )
     clickhouse_user: str = Field(default="default", validation_alias=_alias("CLICKHOUSE_USER"))
     clickhouse_password: SecretStr = Field(default=SecretStr(""), validation_alias=_alias("CLICKHOUSE_PASSWORD"))
     clickhouse_database: str = Field(default="gpuledger", validation_alias=_alias("CLICKHOUSE_DATABASE"))
     clickhouse_cluster: str = Field(
-        default="", validation_alias=_alias("CLICKHOUSE_CLUSTER"),
+        default="",
+        validation_alias=_alias("CLICKHOUSE_CLUSTER"),
         description="a self-managed ClickHouse cluster's name: the database is created Replicated on it "
-                    "and every table Replicated* (docs/SCALING.md); empty for one server or ClickHouse Cloud",
+        "and every table Replicated* (docs/SCALING.md); empty for one server or ClickHouse Cloud",
     )
     clickhouse_reader_user: str = Field(
-        default="gpuledger_reader", validation_alias=_alias("CLICKHOUSE_READER_USER"),
+        default="gpuledger_reader",
+        validation_alias=_alias("CLICKHOUSE_READER_USER"),
         description="read-only account of Grafana and `gpuledger serve` (created by `gpuledger migrate`)",
     )
     clickhouse_reader_password: SecretStr = Field(
-        default=SecretStr(""), validation_alias=_alias("CLICKHOUSE_READER_PASSWORD"))
+        default=SecretStr(""), validation_alias=_alias("CLICKHOUSE_READER_PASSWORD")
+    )
     clickhouse_host: str = Field(default="127.0.0.1", description="bind address of the embedded endpoint")
     clickhouse_port: int = 8123
 
@@ -89,37 +96,53 @@ class Settings(BaseSettings):
 
     # --- HTTP API (gpuledger serve) -----------------------------------------------------------
     api_tokens: SecretStr | None = Field(
-        default=None, description="'<token>=all,<token>=business_unit:<name>' (or serve --tokens-file)")
+        default=None, description="'<token>=all,<token>=business_unit:<name>' (or serve --tokens-file)"
+    )
     trusted_user_header: str | None = Field(
-        default=None, description="header naming the user an authenticating reverse proxy logged in (e.g. "
+        default=None,
+        description="header naming the user an authenticating reverse proxy logged in (e.g. "
         "X-Forwarded-Email of oauth2-proxy); off by default; safe ONLY when serve is reachable through that "
-        "proxy alone")
+        "proxy alone",
+    )
     trusted_users: str | None = Field(
-        default=None, description="with trusted_user_header: '<user>=all,<user>=business_unit:<name>'")
+        default=None, description="with trusted_user_header: '<user>=all,<user>=business_unit:<name>'"
+    )
 
-    metrics_port: int = Field(default=0, ge=0, le=65535, description="/metrics of a collector (and of stream "
-                              "worker N at this port + N); 0: none")
+    metrics_port: int = Field(
+        default=0,
+        ge=0,
+        le=65535,
+        description="/metrics of a collector (and of stream worker N at this port + N); 0: none",
+    )
     metrics_host: IPvAnyAddress = Field(
         default=IPv4Address("127.0.0.1"),
-        description="address /metrics binds to: loopback by default; 0.0.0.0 in a pod, for Prometheus and probes")
+        description="address /metrics binds to: loopback by default; 0.0.0.0 in a pod, for Prometheus and probes",
+    )
 
     # --- attribution --------------------------------------------------------------------------
     window_seconds: int = Field(default=60, ge=1, le=3600)
     allowed_lateness_seconds: int = Field(default=300, ge=0)
     future_tolerance_seconds: int = Field(
-        default=300, ge=0, description="events later than now + this are dead letters (a node clock ahead)")
+        default=300, ge=0, description="events later than now + this are dead letters (a node clock ahead)"
+    )
     stream_workers: int = Field(default=1, ge=0, le=16, description="workers `up` starts in the background")
     stream_session_timeout_seconds: float = Field(
-        default=60.0, ge=6.0, le=300.0,
+        default=60.0,
+        ge=6.0,
+        le=300.0,
         description="a worker that sent no heartbeat for this long has left its group: its partitions go to "
-                    "the others (the broker's group.min.session.timeout.ms is 6 s)")
+        "the others (the broker's group.min.session.timeout.ms is 6 s)",
+    )
 
     # --- owners from pod labels (the Kubernetes parsers; events parsed from then on) ------------
     team_label_keys: str = Field(
-        default="team", description="pod labels naming the team, comma-separated, the first present wins "
-                                    "(e.g. app.kubernetes.io/part-of,team)")
+        default="team",
+        description="pod labels naming the team, comma-separated, the first present wins "
+        "(e.g. app.kubernetes.io/part-of,team)",
+    )
     model_label_keys: str = Field(
-        default="model", description="pod labels naming the model, comma-separated, the first present wins")
+        default="model", description="pod labels naming the model, comma-separated, the first present wins"
+    )
 
     @field_validator("clickhouse_url")
     @classmethod
@@ -131,8 +154,14 @@ class Settings(BaseSettings):
             raise ValueError(f"CLICKHOUSE_URL must be http(s)://host[:port], got {value!r}")
         return value
 
-    @field_validator("kafka_sasl_mechanism", "kafka_sasl_username", "kafka_sasl_password", "kafka_ssl_cafile",
-                     "api_tokens", mode="before")
+    @field_validator(
+        "kafka_sasl_mechanism",
+        "kafka_sasl_username",
+        "kafka_sasl_password",
+        "kafka_ssl_cafile",
+        "api_tokens",
+        mode="before",
+    )
     @classmethod
     def _empty_is_unset(cls, value: object) -> object:
         return None if value == "" else value
@@ -147,11 +176,16 @@ class Settings(BaseSettings):
         protocol = self.kafka_security_protocol
         if protocol not in KAFKA_PROTOCOLS:
             raise ValueError(f"KAFKA_SECURITY_PROTOCOL must be one of {', '.join(KAFKA_PROTOCOLS)}, got {protocol!r}")
-        complete = (self.kafka_sasl_mechanism in SASL_MECHANISMS and bool(self.kafka_sasl_username)
-                    and self.kafka_sasl_password is not None)
+        complete = (
+            self.kafka_sasl_mechanism in SASL_MECHANISMS
+            and bool(self.kafka_sasl_username)
+            and self.kafka_sasl_password is not None
+        )
         if protocol.startswith("SASL") and not complete:
-            raise ValueError(f"KAFKA_SECURITY_PROTOCOL={protocol} needs KAFKA_SASL_MECHANISM (one of "
-                             f"{', '.join(SASL_MECHANISMS)}), KAFKA_SASL_USERNAME and KAFKA_SASL_PASSWORD")
+            raise ValueError(
+                f"KAFKA_SECURITY_PROTOCOL={protocol} needs KAFKA_SASL_MECHANISM (one of "
+                f"{', '.join(SASL_MECHANISMS)}), KAFKA_SASL_USERNAME and KAFKA_SASL_PASSWORD"
+            )
         return self
 
     @field_validator("clickhouse_database", "topic_prefix")
@@ -253,8 +287,12 @@ class Settings(BaseSettings):
         context = ssl.create_default_context(cafile=self.kafka_ssl_cafile) if protocol.endswith("SSL") else None
         if protocol.startswith("SASL"):
             password = self.kafka_sasl_password.get_secret_value() if self.kafka_sasl_password else None
-            return faust.SASLCredentials(username=self.kafka_sasl_username, password=password,
-                                         mechanism=self.kafka_sasl_mechanism or "PLAIN", ssl_context=context)
+            return faust.SASLCredentials(
+                username=self.kafka_sasl_username,
+                password=password,
+                mechanism=self.kafka_sasl_mechanism or "PLAIN",
+                ssl_context=context,
+            )
         return faust.SSLCredentials(context)
 
 

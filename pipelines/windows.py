@@ -10,8 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 from pipelines.errors import PipelineError
 
-WINDOW_HELP = ("7d, 24h, 90m, today, yesterday, month-to-date, last-month, a month YYYY-MM or a day "
-               "YYYY-MM-DD (UTC)")
+WINDOW_HELP = "7d, 24h, 90m, today, yesterday, month-to-date, last-month, a month YYYY-MM or a day YYYY-MM-DD (UTC)"
 _DURATION = re.compile(r"^(\d+)([dhm])$")
 _MONTH = re.compile(r"^(\d{4})-(0[1-9]|1[0-2])$")
 _DAY = re.compile(r"^(\d{4})-(\d{2})-(\d{2})$")

@@ -4,6 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+bash scripts/lint.sh   # ruff check, ruff format --check, mypy over sources and tests
 bash scripts/setup-tests.sh
 if [ "${CI:-}" = "true" ]; then
   trap '.venv/bin/gpuledger down >/dev/null 2>&1 || true' EXIT

@@ -30,11 +30,14 @@ def get_client(settings: Settings, database: str | None = None, *, reader: bool 
     secure = url.scheme == "https"
     port = url.port or (8443 if secure else 8123)
     return clickhouse_connect.get_client(
-        host=url.hostname, port=port, secure=secure,
+        host=url.hostname,
+        port=port,
+        secure=secure,
         username=user,
         password=password.get_secret_value(),
         database=database if database is not None else settings.clickhouse_database,
-        connect_timeout=10, send_receive_timeout=300,
+        connect_timeout=10,
+        send_receive_timeout=300,
         **kwargs,
     )
 

@@ -22,41 +22,45 @@ import re
 from clickhouse_connect.driver.exceptions import DatabaseError, OperationalError
 
 # ClickHouse error codes (src/Common/ErrorCodes.cpp) that describe the server's state, not the request
-TRANSIENT_CODES = frozenset({
-    159,  # TIMEOUT_EXCEEDED
-    164,  # READONLY
-    202,  # TOO_MANY_SIMULTANEOUS_QUERIES
-    203,  # NO_FREE_CONNECTION
-    209,  # SOCKET_TIMEOUT
-    210,  # NETWORK_ERROR
-    236,  # ABORTED
-    241,  # MEMORY_LIMIT_EXCEEDED
-    242,  # TABLE_IS_READ_ONLY
-    252,  # TOO_MANY_PARTS
-    285,  # TOO_FEW_LIVE_REPLICAS
-    286,  # UNSATISFIED_QUORUM_FOR_PREVIOUS_WRITE
-    319,  # UNKNOWN_STATUS_OF_INSERT
-    373,  # SESSION_IS_LOCKED
-    394,  # QUERY_WAS_CANCELLED
-    425,  # SYSTEM_ERROR
-    439,  # CANNOT_SCHEDULE_TASK
-    999,  # KEEPER_EXCEPTION
-    1000,  # POCO_EXCEPTION
-})
-SCHEMA_CODES = frozenset({
-    8,  # THERE_IS_NO_COLUMN
-    10,  # NOT_FOUND_COLUMN_IN_BLOCK
-    16,  # NO_SUCH_COLUMN_IN_TABLE
-    47,  # UNKNOWN_IDENTIFIER
-    53,  # TYPE_MISMATCH
-    60,  # UNKNOWN_TABLE
-    81,  # UNKNOWN_DATABASE
-    192,  # UNKNOWN_USER
-    193,  # WRONG_PASSWORD
-    194,  # REQUIRED_PASSWORD
-    497,  # ACCESS_DENIED
-    516,  # AUTHENTICATION_FAILED
-})
+TRANSIENT_CODES = frozenset(
+    {
+        159,  # TIMEOUT_EXCEEDED
+        164,  # READONLY
+        202,  # TOO_MANY_SIMULTANEOUS_QUERIES
+        203,  # NO_FREE_CONNECTION
+        209,  # SOCKET_TIMEOUT
+        210,  # NETWORK_ERROR
+        236,  # ABORTED
+        241,  # MEMORY_LIMIT_EXCEEDED
+        242,  # TABLE_IS_READ_ONLY
+        252,  # TOO_MANY_PARTS
+        285,  # TOO_FEW_LIVE_REPLICAS
+        286,  # UNSATISFIED_QUORUM_FOR_PREVIOUS_WRITE
+        319,  # UNKNOWN_STATUS_OF_INSERT
+        373,  # SESSION_IS_LOCKED
+        394,  # QUERY_WAS_CANCELLED
+        425,  # SYSTEM_ERROR
+        439,  # CANNOT_SCHEDULE_TASK
+        999,  # KEEPER_EXCEPTION
+        1000,  # POCO_EXCEPTION
+    }
+)
+SCHEMA_CODES = frozenset(
+    {
+        8,  # THERE_IS_NO_COLUMN
+        10,  # NOT_FOUND_COLUMN_IN_BLOCK
+        16,  # NO_SUCH_COLUMN_IN_TABLE
+        47,  # UNKNOWN_IDENTIFIER
+        53,  # TYPE_MISMATCH
+        60,  # UNKNOWN_TABLE
+        81,  # UNKNOWN_DATABASE
+        192,  # UNKNOWN_USER
+        193,  # WRONG_PASSWORD
+        194,  # REQUIRED_PASSWORD
+        497,  # ACCESS_DENIED
+        516,  # AUTHENTICATION_FAILED
+    }
+)
 _HTTP_STATUS = re.compile(r"HTTP status (\d{3})")
 
 

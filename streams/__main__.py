@@ -18,8 +18,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--index", type=int, default=0, help="worker number (for logs)")
     parser.add_argument("--loglevel", default="warn", choices=["crit", "error", "warn", "info", "debug"])
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO,
-                        format=f"[worker-{args.index}] %(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO, format=f"[worker-{args.index}] %(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     from pipelines.metrics import serve_metrics
     from streams.app import create_app
 

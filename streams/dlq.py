@@ -26,13 +26,16 @@ class ReplayReport:
     still_invalid: Counter[str] = field(default_factory=Counter)  # today's reason -> letters
 
 
-def replay_dead_letters(settings: Settings, topic: str = "", since: datetime | None = None,
-                        again: bool = False, dry_run: bool = False) -> ReplayReport:
+def replay_dead_letters(
+    settings: Settings, topic: str = "", since: datetime | None = None, again: bool = False, dry_run: bool = False
+) -> ReplayReport:
     report = ReplayReport()
     wh = Warehouse(settings)
     try:
-        rows = wh.query("dead_letters_to_replay",
-                        {"topic": topic, "since": since or datetime(1970, 1, 1, tzinfo=UTC), "again": int(again)})
+        rows = wh.query(
+            "dead_letters_to_replay",
+            {"topic": topic, "since": since or datetime(1970, 1, 1, tzinfo=UTC), "again": int(again)},
+        )
         not_after = datetime.now(UTC) + timedelta(seconds=settings.future_tolerance_seconds)
         valid: list[tuple[str, ev.Envelope]] = []
         for letter_id, _topic, _reason, raw, _time in rows:
@@ -48,8 +51,10 @@ def replay_dead_letters(settings: Settings, topic: str = "", since: datetime | N
                 for _, event in valid:
                     producer.publish(event)
             now = datetime.now(UTC)
-            wh.insert("dead_letter_replays", [{"id": letter_id, "replayed_at": now, "event_id": event.id}
-                                              for letter_id, event in valid])
+            wh.insert(
+                "dead_letter_replays",
+                [{"id": letter_id, "replayed_at": now, "event_id": event.id} for letter_id, event in valid],
+            )
         report.replayed = len(valid)
     finally:
         wh.close()

@@ -28,13 +28,27 @@ from streams.progress import CONSUMER_GROUP, group_members
 from streams.store import Warehouse
 
 RAW_TABLES = (
-    "gpu_samples", "raw_scheduler_allocations", "storage_samples", "checkpoints", "workload_outputs",
-    "benchmark_runs", "org_mappings", "pricing_rates", "pricing_shared", "dead_letters", "node_activity",
+    "gpu_samples",
+    "raw_scheduler_allocations",
+    "storage_samples",
+    "checkpoints",
+    "workload_outputs",
+    "benchmark_runs",
+    "org_mappings",
+    "pricing_rates",
+    "pricing_shared",
+    "dead_letters",
+    "node_activity",
     "node_activity_summary",
 )
 FACT_TABLES = (
-    "gpu_usage_facts", "fact_windows", "gpu_usage_hourly", "attribution_progress", "attribution_conflicts",
-    "attribution_quarantine", "job_attempts",
+    "gpu_usage_facts",
+    "fact_windows",
+    "gpu_usage_hourly",
+    "attribution_progress",
+    "attribution_conflicts",
+    "attribution_quarantine",
+    "job_attempts",
 )
 DERIVED_TABLES = FACT_TABLES + RAW_TABLES
 JOBS_PER_REFRESH = 500
@@ -61,14 +75,15 @@ def rebuild_facts(settings: Settings) -> int:
     truncate(settings, FACT_TABLES)
     wh = Warehouse(settings)
     try:
-        jobs = wh.client.query("SELECT DISTINCT cluster, job_id FROM raw_scheduler_allocations WHERE job_id != '' "
-                               "ORDER BY cluster, job_id").result_rows
+        jobs = wh.client.query(
+            "SELECT DISTINCT cluster, job_id FROM raw_scheduler_allocations WHERE job_id != '' ORDER BY cluster, job_id"
+        ).result_rows
         by_cluster: dict[str, list[str]] = {}
         for cluster, job in jobs:
             by_cluster.setdefault(str(cluster), []).append(str(job))
         for cluster, job_ids in by_cluster.items():
             for i in range(0, len(job_ids), JOBS_PER_REFRESH):
-                refresh_attempts(wh, cluster, job_ids[i:i + JOBS_PER_REFRESH])
+                refresh_attempts(wh, cluster, job_ids[i : i + JOBS_PER_REFRESH])
     finally:
         wh.close()
     return len(jobs)
@@ -79,9 +94,12 @@ def check_log_whole(settings: Settings, members_allowed: bool = False) -> None:
     (and, unless ``members_allowed``, no worker is left in the group)."""
     consumer = KafkaConsumer(**settings.kafka_client_config())
     try:
-        parts = [TopicPartition(name, p) for topic in DATA_TOPICS
-                 for name in (physical_name(topic, settings), physical_name(topic, settings, dlq=True))
-                 for p in sorted(consumer.partitions_for_topic(name) or ())]
+        parts = [
+            TopicPartition(name, p)
+            for topic in DATA_TOPICS
+            for name in (physical_name(topic, settings), physical_name(topic, settings, dlq=True))
+            for p in sorted(consumer.partitions_for_topic(name) or ())
+        ]
         starts = consumer.beginning_offsets(parts)
     except KafkaError as exc:
         raise ReplayRefused(f"cannot read the topics' start offsets: {exc}") from exc
@@ -89,15 +107,19 @@ def check_log_whole(settings: Settings, members_allowed: bool = False) -> None:
         consumer.close()
     moved = sorted(f"{tp.topic}[{tp.partition}] starts at {offset}" for tp, offset in starts.items() if offset > 0)
     if moved:
-        raise ReplayRefused(f"refused: the log no longer starts at offset 0 ({', '.join(moved[:3])}"
-                            f"{' …' if len(moved) > 3 else ''}); retention removed history — rebuild from the "
-                            "raw tables instead (`gpuledger replay --yes`)")
+        raise ReplayRefused(
+            f"refused: the log no longer starts at offset 0 ({', '.join(moved[:3])}"
+            f"{' …' if len(moved) > 3 else ''}); retention removed history — rebuild from the "
+            "raw tables instead (`gpuledger replay --yes`)"
+        )
     members = 0 if members_allowed else group_members(settings)
     if members is None:
         raise ReplayRefused("refused: the broker's group coordinator is still starting; try again in a minute")
     if members:
-        raise ReplayRefused(f"refused: stream workers still consume in group "
-                            f"{settings.topic_prefix + CONSUMER_GROUP}; stop every worker first")
+        raise ReplayRefused(
+            f"refused: stream workers still consume in group "
+            f"{settings.topic_prefix + CONSUMER_GROUP}; stop every worker first"
+        )
 
 
 def rewind(settings: Settings) -> None:

@@ -104,8 +104,10 @@ def rebuild_since(client: Client, cluster: str, since: datetime) -> None:
 
 def _rebuild(client: Client, scope: dict[str, Any], hour_start: datetime, hour_end: datetime) -> None:
     version = time.time_ns()  # taken before the rebuild reads: see the module docstring
-    client.command(load_query("usage_hourly_rebuild"), parameters={
-        **scope, "hour_start": hour_start, "hour_end": hour_end, "version": version})
+    client.command(
+        load_query("usage_hourly_rebuild"),
+        parameters={**scope, "hour_start": hour_start, "hour_end": hour_end, "version": version},
+    )
 
 
 def group_written(written: Iterable[Written]) -> list[Batch]:
@@ -156,8 +158,11 @@ def request_rebuild(client: Client, cluster: str, since: datetime) -> None:
     """Ask for ``rebuild_since(cluster, since)`` to be done by the stream worker (``work_requests``)."""
     version = time.time_ns()
     first = floor_hour(since)
-    client.insert("rollup_rebuilds", [[cluster, version, first, first, 0, version]],
-                  column_names=["cluster", "requested", "since", "done_until", "finished", "version"])
+    client.insert(
+        "rollup_rebuilds",
+        [[cluster, version, first, first, 0, version]],
+        column_names=["cluster", "requested", "since", "done_until", "finished", "version"],
+    )
 
 
 def work_requests(client: Client, budget: timedelta = STEP_BUDGET) -> int:
@@ -169,8 +174,9 @@ def work_requests(client: Client, budget: timedelta = STEP_BUDGET) -> int:
         if left <= timedelta(0):
             remaining += 1
             continue
-        first, last, windows = client.query(load_query("usage_hourly_span"),
-                                            parameters={"cluster": cluster, "since": as_utc(done)}).result_rows[0]
+        first, last, windows = client.query(
+            load_query("usage_hourly_span"), parameters={"cluster": cluster, "since": as_utc(done)}
+        ).result_rows[0]
         start = max(as_utc(done), floor_hour(first)) if int(windows) else as_utc(done)
         end = floor_hour(last) + HOUR if int(windows) else start
         stop = min(end, start + left)
@@ -178,6 +184,9 @@ def work_requests(client: Client, budget: timedelta = STEP_BUDGET) -> int:
             _rebuild(client, {"cluster": cluster, "all_nodes": True, "nodes": []}, a, b)
         left -= stop - start
         remaining += int(stop < end)
-        client.insert("rollup_rebuilds", [[cluster, requested, as_utc(since), stop, int(stop >= end), time.time_ns()]],
-                      column_names=["cluster", "requested", "since", "done_until", "finished", "version"])
+        client.insert(
+            "rollup_rebuilds",
+            [[cluster, requested, as_utc(since), stop, int(stop >= end), time.time_ns()]],
+            column_names=["cluster", "requested", "since", "done_until", "finished", "version"],
+        )
     return remaining

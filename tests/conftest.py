@@ -76,8 +76,11 @@ def _local() -> Endpoints:
     except Exception as exc:
         pytest.fail(f"local services unavailable and could not be started: {exc}", pytrace=False)
     return Endpoints(
-        settings.bootstrap_servers, settings.clickhouse_endpoint_url, settings.clickhouse_user,
-        settings.clickhouse_password.get_secret_value(), "local",
+        settings.bootstrap_servers,
+        settings.clickhouse_endpoint_url,
+        settings.clickhouse_user,
+        settings.clickhouse_password.get_secret_value(),
+        "local",
     )
 
 
@@ -92,7 +95,9 @@ def endpoints() -> Iterator[Endpoints]:
         yield Endpoints(
             env_kafka or (local.kafka_bootstrap if local else ""),
             env_ch or (local.clickhouse_url if local else ""),
-            base.clickhouse_user, base.clickhouse_password.get_secret_value(), "environment",
+            base.clickhouse_user,
+            base.clickhouse_password.get_secret_value(),
+            "environment",
         )
     elif _docker_answers():  # pragma: no cover - no Docker engine on the CI machines
         found = _from_testcontainers(stack)

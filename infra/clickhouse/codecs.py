@@ -150,9 +150,7 @@ def decoder(content_encoding: str | None) -> Decoder:
         return _Checked(_Frames(name), name)
     if name == "br" and _brotli is not None:
         return _Checked(_Brotli(), name)
-    raise ClickHouseError(
-        UNKNOWN_COMPRESSION, f"Unknown HTTP content encoding '{name}' (UNKNOWN_COMPRESSION_METHOD)"
-    )
+    raise ClickHouseError(UNKNOWN_COMPRESSION, f"Unknown HTTP content encoding '{name}' (UNKNOWN_COMPRESSION_METHOD)")
 
 
 def choose_encoding(accept_encoding: str | None) -> str | None:

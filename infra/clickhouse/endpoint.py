@@ -72,15 +72,11 @@ def serve(
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m infra.clickhouse.endpoint", description=__doc__.split("\n\n")[0]
-    )
+    parser = argparse.ArgumentParser(prog="python -m infra.clickhouse.endpoint", description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", required=True, type=Path, help="chdb data directory (created if missing)")
     parser.add_argument("--host", default="127.0.0.1", help="bind address (default: loopback only)")
     parser.add_argument("--port", type=int, default=8123, help="TCP port (default 8123; 0 picks a free one)")
-    parser.add_argument(
-        "--user", default=None, help="user name clients must present (default CLICKHOUSE_USER)"
-    )
+    parser.add_argument("--user", default=None, help="user name clients must present (default CLICKHOUSE_USER)")
     parser.add_argument(
         "--password-env",
         default=None,
@@ -107,7 +103,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         password = settings.clickhouse_password.get_secret_value()
     try:
         serve(
-            args.data, host, port, user, password,
+            args.data,
+            host,
+            port,
+            user,
+            password,
             reader_user=settings.clickhouse_reader_user,
             reader_password=settings.clickhouse_reader_password.get_secret_value(),
         )

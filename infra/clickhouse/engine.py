@@ -99,9 +99,7 @@ class Engine:
         self._closed = False
         data_dir.mkdir(parents=True, exist_ok=True)
         self._primary = chdb.connect(str(data_dir))
-        version, timezone = (
-            self._primary.query("SELECT version(), timezone()", "TabSeparated").bytes().split(b"\t")
-        )
+        version, timezone = self._primary.query("SELECT version(), timezone()", "TabSeparated").bytes().split(b"\t")
         self.version = version.decode()
         self.timezone = timezone.decode().strip()
         compression = self._primary.query(
@@ -143,13 +141,9 @@ class Engine:
             handle = self._sessions.get(session_id)
             if handle is None:
                 if check:
-                    raise ClickHouseError(
-                        SESSION_NOT_FOUND, f"Session {session_id} not found (SESSION_NOT_FOUND)"
-                    )
+                    raise ClickHouseError(SESSION_NOT_FOUND, f"Session {session_id} not found (SESSION_NOT_FOUND)")
                 if len(self._sessions) >= MAX_SESSIONS:
-                    raise ClickHouseError(
-                        STD_EXCEPTION, "Too many open sessions (TOO_MANY_SIMULTANEOUS_QUERIES)"
-                    )
+                    raise ClickHouseError(STD_EXCEPTION, "Too many open sessions (TOO_MANY_SIMULTANEOUS_QUERIES)")
                 handle = Handle(chdb.connect(str(self.data_dir)), session_id=session_id)
                 self._sessions[session_id] = handle
             handle.timeout_s = timeout_s
@@ -246,9 +240,7 @@ class Engine:
                 raise ClickHouseError(115, f"Unknown setting '{name}' (UNKNOWN_SETTING)")
         restore = self._baseline(handle, settings) if handle.session_id is not None else None
         try:
-            self._query(
-                handle, "SET " + ", ".join(f"{k} = {sqltext.quote_literal(v)}" for k, v in settings.items())
-            )
+            self._query(handle, "SET " + ", ".join(f"{k} = {sqltext.quote_literal(v)}" for k, v in settings.items()))
             yield
         finally:
             if restore:

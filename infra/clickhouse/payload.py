@@ -55,9 +55,7 @@ def _chunked(rfile: Readable) -> Iterator[bytes]:
         try:
             size = int(line.split(b";", 1)[0].strip(), 16)
         except ValueError:
-            raise ClickHouseError(
-                BAD_ARGUMENTS, "Malformed chunked request body (BAD_REQUEST_PARAMETER)"
-            ) from None
+            raise ClickHouseError(BAD_ARGUMENTS, "Malformed chunked request body (BAD_REQUEST_PARAMETER)") from None
         if size == 0:
             while rfile.readline(8192).strip():  # trailer fields, then the blank line
                 pass
@@ -124,9 +122,7 @@ def read_statement(query: str | None, body: Iterable[bytes], spool_dir: Path) ->
     return Statement(sql)
 
 
-def _spool_insert(
-    split: sqltext.InsertSplit, first: bytes, rest: Iterator[bytes], spool_dir: Path
-) -> Statement:
+def _spool_insert(split: sqltext.InsertSplit, first: bytes, rest: Iterator[bytes], spool_dir: Path) -> Statement:
     fd, name = tempfile.mkstemp(prefix="insert-", suffix=f".{split.fmt.lower()}", dir=spool_dir)
     path = Path(name)
     size = 0

@@ -126,8 +126,10 @@ class Credentials:
     reader_password: str = ""
 
     def __repr__(self) -> str:  # never show the secret
-        return (f"Credentials(user={self.user!r}, password={'***' if self.password else ''!r}, "
-                f"reader_user={self.reader_user!r}, reader_password={'***' if self.reader_password else ''!r})")
+        return (
+            f"Credentials(user={self.user!r}, password={'***' if self.password else ''!r}, "
+            f"reader_user={self.reader_user!r}, reader_password={'***' if self.reader_password else ''!r})"
+        )
 
     @property
     def required(self) -> bool:
@@ -241,9 +243,7 @@ def content_type(fmt: str) -> str:
         return "application/json; charset=UTF-8"
     if name == "xml":
         return "application/xml; charset=UTF-8"
-    if name.startswith(
-        ("pretty", "vertical", "markdown", "values", "null", "template", "custom", "raw", "line")
-    ):
+    if name.startswith(("pretty", "vertical", "markdown", "values", "null", "template", "custom", "raw", "line")):
         return "text/plain; charset=UTF-8"
     return "application/octet-stream"
 

@@ -125,9 +125,7 @@ class QueryHandler(BaseHTTPRequestHandler):
             self._error(exc, query_id)
         except Exception as exc:  # the one place where anything unexpected becomes an HTTP answer
             log.exception("request failed")
-            self._error(
-                ClickHouseError(STD_EXCEPTION, f"{type(exc).__name__}: {exc} (STD_EXCEPTION)"), query_id
-            )
+            self._error(ClickHouseError(STD_EXCEPTION, f"{type(exc).__name__}: {exc} (STD_EXCEPTION)"), query_id)
 
     def _with_form_fields(self, params: RequestParams) -> RequestParams:
         ctype = self.headers.get("Content-Type", "")
@@ -160,8 +158,10 @@ class QueryHandler(BaseHTTPRequestHandler):
         try:
             close = params.raw.get("close_session", "") in ("1", "true")
             with engine.handle(
-                None if reader else params.session_id, params.session_timeout_s,
-                params.session_check and not reader, close,
+                None if reader else params.session_id,
+                params.session_timeout_s,
+                params.session_check and not reader,
+                close,
             ) as handle:
                 outcome = engine.run(handle, statement.sql, default_format, params.params, settings, database)
         finally:
@@ -178,9 +178,7 @@ class QueryHandler(BaseHTTPRequestHandler):
         )
         self._send_outcome(outcome, result_format, params, query_id)
 
-    def _send_outcome(
-        self, outcome: Outcome, result_format: str | None, params: RequestParams, query_id: str
-    ) -> None:
+    def _send_outcome(self, outcome: Outcome, result_format: str | None, params: RequestParams, query_id: str) -> None:
         headers = self._clickhouse_headers(query_id, params)
         headers["X-ClickHouse-Summary"] = protocol.summary_header(outcome.stats)
         headers["Content-Type"] = protocol.content_type(result_format or "TabSeparated")
@@ -195,9 +193,7 @@ class QueryHandler(BaseHTTPRequestHandler):
 
     def _response_coding(self, params: RequestParams) -> str | None:
         flag = params.enable_http_compression
-        enabled = (
-            self.server.engine.http_compression_default if flag is None else flag.strip() in ("1", "true")
-        )
+        enabled = self.server.engine.http_compression_default if flag is None else flag.strip() in ("1", "true")
         return codecs.choose_encoding(self.headers.get("Accept-Encoding")) if enabled else None
 
     # --- plumbing -----------------------------------------------------------------------------
@@ -230,9 +226,7 @@ class QueryHandler(BaseHTTPRequestHandler):
         return True
 
     def _clickhouse_headers(self, query_id: str, params: RequestParams | None) -> dict[str, str]:
-        timezone = (
-            params.settings.get("session_timezone") if params else None
-        ) or self.server.engine.timezone
+        timezone = (params.settings.get("session_timezone") if params else None) or self.server.engine.timezone
         return {
             "X-ClickHouse-Query-Id": query_id,
             "X-ClickHouse-Timezone": timezone,
@@ -262,9 +256,7 @@ class QueryHandler(BaseHTTPRequestHandler):
             self.wfile.write(body)
 
 
-def start(
-    engine: Engine, host: str, port: int, credentials: Credentials
-) -> tuple[EndpointServer, threading.Thread]:
+def start(engine: Engine, host: str, port: int, credentials: Credentials) -> tuple[EndpointServer, threading.Thread]:
     """Bind and serve in a background thread; returns the server (its .url has the real port)."""
     server = EndpointServer(engine, host, port, credentials)
     thread = threading.Thread(

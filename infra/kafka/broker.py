@@ -48,7 +48,9 @@ def ensure_jars() -> None:
         raise MissingDependency("Maven (mvn) is needed to fetch the Kafka broker jars: run scripts/setup.sh")
     result = subprocess.run(  # noqa: S603
         ["mvn", "-q", "-B", "-f", str(KAFKA_DIR / "pom.xml"), "dependency:copy-dependencies"],
-        capture_output=True, text=True, check=False,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     if result.returncode != 0 or not any(LIB_DIR.glob("kafka_2.13-*.jar")):
         raise MissingDependency(f"fetching Kafka jars failed: {(result.stdout + result.stderr)[-400:]}")
@@ -63,7 +65,8 @@ def render_config(settings: Settings) -> Path:
     data.mkdir(parents=True, exist_ok=True)
     template = (KAFKA_DIR / "server.properties.template").read_text()
     text = template.format(
-        controller_port=settings.kafka_controller_port, log_dirs=str(data / "log"),
+        controller_port=settings.kafka_controller_port,
+        log_dirs=str(data / "log"),
         listeners=_listeners(settings),
     )
     path = data / "server.properties"
@@ -80,28 +83,34 @@ def _listeners(settings: Settings) -> str:
     controller = f"CONTROLLER://127.0.0.1:{settings.kafka_controller_port}"
     protocol = settings.kafka_security_protocol
     if protocol not in ("PLAINTEXT", "SASL_PLAINTEXT"):
-        raise ServiceError(f"the local broker serves PLAINTEXT or SASL_PLAINTEXT (SCRAM), not {protocol}: "
-                           "set KAFKA_BOOTSTRAP_SERVERS to a broker that serves it")
+        raise ServiceError(
+            f"the local broker serves PLAINTEXT or SASL_PLAINTEXT (SCRAM), not {protocol}: "
+            "set KAFKA_BOOTSTRAP_SERVERS to a broker that serves it"
+        )
     if not scram(settings):
-        return "\n".join([
-            f"listeners=PLAINTEXT://127.0.0.1:{settings.kafka_port},{controller}",
-            f"advertised.listeners=PLAINTEXT://127.0.0.1:{settings.kafka_port}",
-            "inter.broker.listener.name=PLAINTEXT",
-            "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-        ])
+        return "\n".join(
+            [
+                f"listeners=PLAINTEXT://127.0.0.1:{settings.kafka_port},{controller}",
+                f"advertised.listeners=PLAINTEXT://127.0.0.1:{settings.kafka_port}",
+                "inter.broker.listener.name=PLAINTEXT",
+                "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            ]
+        )
     mechanism = _scram_mechanism(settings)
     clients = f"SASL_PLAINTEXT://127.0.0.1:{settings.kafka_port}"
     internal = f"INTERNAL://127.0.0.1:{settings.kafka_internal_port}"
-    return "\n".join([
-        f"listeners={clients},{internal},{controller}",
-        f"advertised.listeners={clients},{internal}",
-        "inter.broker.listener.name=INTERNAL",
-        "listener.security.protocol.map=SASL_PLAINTEXT:SASL_PLAINTEXT,INTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT",
-        f"sasl.enabled.mechanisms={mechanism}",
-        f"listener.name.sasl_plaintext.sasl.enabled.mechanisms={mechanism}",
-        f"listener.name.sasl_plaintext.{mechanism.lower()}.sasl.jaas.config="
-        "org.apache.kafka.common.security.scram.ScramLoginModule required;",
-    ])
+    return "\n".join(
+        [
+            f"listeners={clients},{internal},{controller}",
+            f"advertised.listeners={clients},{internal}",
+            "inter.broker.listener.name=INTERNAL",
+            "listener.security.protocol.map=SASL_PLAINTEXT:SASL_PLAINTEXT,INTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            f"sasl.enabled.mechanisms={mechanism}",
+            f"listener.name.sasl_plaintext.sasl.enabled.mechanisms={mechanism}",
+            f"listener.name.sasl_plaintext.{mechanism.lower()}.sasl.jaas.config="
+            "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+        ]
+    )
 
 
 def _scram_mechanism(settings: Settings) -> str:
@@ -140,7 +149,8 @@ def _set_credential(settings: Settings) -> bool:
         return False
     try:
         failed = admin.alter_user_scram_credentials(
-            [UserScramCredentialUpsertion(user, _scram_mechanism(settings), password)])
+            [UserScramCredentialUpsertion(user, _scram_mechanism(settings), password)]
+        )
     except KafkaError:
         return False
     finally:
@@ -180,9 +190,22 @@ def format_storage(settings: Settings, config: Path) -> None:
         return
     cluster_id = _cluster_id()
     result = subprocess.run(  # noqa: S603
-        [_java(), "-cp", _classpath(), "kafka.tools.StorageTool", "format", "-t", cluster_id,
-         "-c", str(config), "--ignore-formatted", *_scram_credential(settings)],
-        capture_output=True, text=True, check=False,
+        [
+            _java(),
+            "-cp",
+            _classpath(),
+            "kafka.tools.StorageTool",
+            "format",
+            "-t",
+            cluster_id,
+            "-c",
+            str(config),
+            "--ignore-formatted",
+            *_scram_credential(settings),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     if result.returncode != 0:
         raise ServiceError(f"formatting Kafka storage failed: {(result.stdout + result.stderr).strip()[-400:]}")
@@ -203,15 +226,30 @@ def broker_service(settings: Settings) -> Service:
     config = render_config(settings)
     format_storage(settings, config)
     argv = [
-        _java(), "-Xms256m", f"-Xmx{settings.kafka_heap}", "-XX:+UseG1GC", "-Djava.awt.headless=true",
+        _java(),
+        "-Xms256m",
+        f"-Xmx{settings.kafka_heap}",
+        "-XX:+UseG1GC",
+        "-Djava.awt.headless=true",
         f"-Dlog4j2.configurationFile={KAFKA_DIR / 'log4j2.properties'}",
-        "-cp", _classpath(), "kafka.Kafka", str(config),
+        "-cp",
+        _classpath(),
+        "kafka.Kafka",
+        str(config),
     ]
     return Service(
-        name="kafka", argv=argv, run_dir=settings.run_dir.resolve(), log_dir=settings.log_dir.resolve(),
-        ready=_ready(settings), start_timeout_s=90.0, stop_timeout_s=30.0,
-        identity={"KAFKA_PORT": str(settings.kafka_port), "KAFKA_CONTROLLER_PORT": str(settings.kafka_controller_port),
-                  "KAFKA_SECURITY_PROTOCOL": settings.kafka_security_protocol},
+        name="kafka",
+        argv=argv,
+        run_dir=settings.run_dir.resolve(),
+        log_dir=settings.log_dir.resolve(),
+        ready=_ready(settings),
+        start_timeout_s=90.0,
+        stop_timeout_s=30.0,
+        identity={
+            "KAFKA_PORT": str(settings.kafka_port),
+            "KAFKA_CONTROLLER_PORT": str(settings.kafka_controller_port),
+            "KAFKA_SECURITY_PROTOCOL": settings.kafka_security_protocol,
+        },
     )
 
 
@@ -229,8 +267,11 @@ def broker_answers(settings: Settings, timeout_s: float = 2.0) -> bool:
     if not _answers_tcp(host, int(port), timeout_s):
         return False
     try:
-        admin = KafkaAdminClient(**settings.kafka_client_config(), bootstrap_timeout_ms=int(timeout_s * 1000) + 3000,
-                                 request_timeout_ms=int(timeout_s * 1000) + 3000)
+        admin = KafkaAdminClient(
+            **settings.kafka_client_config(),
+            bootstrap_timeout_ms=int(timeout_s * 1000) + 3000,
+            request_timeout_ms=int(timeout_s * 1000) + 3000,
+        )
     except KafkaError:
         return False
     try:

@@ -52,14 +52,19 @@ def duration(seconds: float) -> str:
     return f"{millis // 1000}s" if millis % 1000 == 0 else f"{millis}ms"
 
 
-def render_config(jobs: list[ScrapeJob], *, scrape_interval_s: float = 15.0,
-                  evaluation_interval_s: float | None = None) -> str:
+def render_config(
+    jobs: list[ScrapeJob], *, scrape_interval_s: float = 15.0, evaluation_interval_s: float | None = None
+) -> str:
     """The template filled in: global intervals and one static scrape config per job."""
     blocks = []
     for job in jobs:
-        lines = [f"  - job_name: {_quote(job.name)}", f"    metrics_path: {_quote(job.metrics_path)}",
-                 f"    honor_labels: {'true' if job.honor_labels else 'false'}",
-                 "    static_configs:", f"      - targets: {_json(job.targets)}"]
+        lines = [
+            f"  - job_name: {_quote(job.name)}",
+            f"    metrics_path: {_quote(job.metrics_path)}",
+            f"    honor_labels: {'true' if job.honor_labels else 'false'}",
+            "    static_configs:",
+            f"      - targets: {_json(job.targets)}",
+        ]
         if job.labels:
             lines.append(f"        labels: {_json(job.labels)}")
         blocks.append("\n".join(lines))
@@ -100,8 +105,14 @@ def find_binary(binary: str | Path | None = None) -> Path:
 class PrometheusServer:
     """One child Prometheus process with its own temporary config, storage and log."""
 
-    def __init__(self, config_text: str, *, port: int | None = None, binary: str | Path | None = None,
-                 ready_timeout_s: float = 30.0) -> None:
+    def __init__(
+        self,
+        config_text: str,
+        *,
+        port: int | None = None,
+        binary: str | Path | None = None,
+        ready_timeout_s: float = 30.0,
+    ) -> None:
         self.binary = find_binary(binary)
         self.config_text = config_text
         self.port = port or free_port()
@@ -123,11 +134,20 @@ class PrometheusServer:
         self._workdir = Path(tempfile.mkdtemp(prefix="gpuledger-prometheus-"))
         config = self._workdir / "prometheus.yml"
         config.write_text(self.config_text)
-        argv = [str(self.binary), f"--config.file={config}", f"--storage.tsdb.path={self._workdir / 'data'}",
-                f"--web.listen-address=127.0.0.1:{self.port}", "--storage.tsdb.retention.time=1d"]
+        argv = [
+            str(self.binary),
+            f"--config.file={config}",
+            f"--storage.tsdb.path={self._workdir / 'data'}",
+            f"--web.listen-address=127.0.0.1:{self.port}",
+            "--storage.tsdb.retention.time=1d",
+        ]
         with open(self._workdir / "prometheus.log", "wb") as log:
             self._proc = subprocess.Popen(  # noqa: S603 - our own argv, no shell
-                argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=self._workdir,
+                argv,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=self._workdir,
                 start_new_session=True,
             )
         try:
@@ -146,8 +166,7 @@ class PrometheusServer:
             if self.ready():
                 return
             time.sleep(0.05)
-        raise ServiceError(f"Prometheus not ready on {self.url} after {self.ready_timeout_s:.0f}s: "
-                           f"{self.log_tail(3)}")
+        raise ServiceError(f"Prometheus not ready on {self.url} after {self.ready_timeout_s:.0f}s: {self.log_tail(3)}")
 
     def running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
@@ -182,8 +201,9 @@ class PrometheusServer:
     def __enter__(self) -> PrometheusServer:
         return self.start()
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.stop()
 
 

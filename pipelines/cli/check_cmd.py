@@ -29,10 +29,16 @@ def check() -> None:
     settings = get_settings()
     marker = uuid.uuid4().hex
     now = datetime.now(UTC)
-    probe = ev.validate({
-        "id": ev.event_id("probe", marker), "source": "gpuledger", "type": "control.marker",
-        "time": now.isoformat(), "cluster": settings.cluster, "data": {"marker": marker, "offsets": {}},
-    })
+    probe = ev.validate(
+        {
+            "id": ev.event_id("probe", marker),
+            "source": "gpuledger",
+            "type": "control.marker",
+            "time": now.isoformat(),
+            "cluster": settings.cluster,
+            "data": {"marker": marker, "offsets": {}},
+        }
+    )
     t0 = time.perf_counter()
     with EventProducer(settings) as producer:
         producer.publish(probe)
@@ -55,19 +61,26 @@ def check() -> None:
     if found is None:
         raise SourceUnavailable(f"probe event not read back from {topic}")
     t1 = time.perf_counter()
-    console.print(f"[green]Kafka[/] {settings.bootstrap_servers}: published and read back event {probe.id[:12]}… "
-                  f"at {topic}@{found.offset} in {1000 * (t1 - t0):.0f} ms")
+    console.print(
+        f"[green]Kafka[/] {settings.bootstrap_servers}: published and read back event {probe.id[:12]}… "
+        f"at {topic}@{found.offset} in {1000 * (t1 - t0):.0f} ms"
+    )
     client = get_client(settings)
     try:
-        client.command("CREATE TABLE IF NOT EXISTS health_probes (marker String, time DateTime64(3, 'UTC')) "
-                       "ENGINE = MergeTree ORDER BY time")
+        client.command(
+            "CREATE TABLE IF NOT EXISTS health_probes (marker String, time DateTime64(3, 'UTC')) "
+            "ENGINE = MergeTree ORDER BY time"
+        )
         client.insert("health_probes", [[marker, now]], column_names=["marker", "time"])
-        rows = client.query("SELECT marker, time FROM health_probes WHERE marker = {m:String}",
-                            parameters={"m": marker}).result_rows
+        rows = client.query(
+            "SELECT marker, time FROM health_probes WHERE marker = {m:String}", parameters={"m": marker}
+        ).result_rows
     finally:
         client.close()
     if not rows:
         raise SourceUnavailable("probe row not read back from ClickHouse")
     t2 = time.perf_counter()
-    console.print(f"[green]ClickHouse[/] {settings.clickhouse_endpoint_url}: wrote and read back {rows[0][0][:12]}… "
-                  f"({rows[0][1].isoformat()}) in {1000 * (t2 - t1):.0f} ms")
+    console.print(
+        f"[green]ClickHouse[/] {settings.clickhouse_endpoint_url}: wrote and read back {rows[0][0][:12]}… "
+        f"({rows[0][1].isoformat()}) in {1000 * (t2 - t1):.0f} ms"
+    )

@@ -16,8 +16,7 @@ from pipelines.topics import DATA_TOPICS
 
 console = Console()
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-dlq_app = typer.Typer(help="Dead letters: records that could not become events, with the reason.",
-                      no_args_is_help=True)
+dlq_app = typer.Typer(help="Dead letters: records that could not become events, with the reason.", no_args_is_help=True)
 
 
 @dlq_app.command("replay")

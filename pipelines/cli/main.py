@@ -80,9 +80,19 @@ class KafkaAuthFailures(logging.Handler):
 
 
 # an import a command needs -> the extra that brings it (pyproject.toml [project.optional-dependencies])
-EXTRAS = {"clickhouse_connect": "stream, serve or dagster", "chdb": "warehouse", "faust": "stream",
-          "dagster": "dagster", "dagster_webserver": "dagster", "fastapi": "serve", "uvicorn": "serve",
-          "pyarrow": "serve", "prometheus_api_client": "collect", "kubernetes": "collect", "grpc": "collect"}
+EXTRAS = {
+    "clickhouse_connect": "stream, serve or dagster",
+    "chdb": "warehouse",
+    "faust": "stream",
+    "dagster": "dagster",
+    "dagster_webserver": "dagster",
+    "fastapi": "serve",
+    "uvicorn": "serve",
+    "pyarrow": "serve",
+    "prometheus_api_client": "collect",
+    "kubernetes": "collect",
+    "grpc": "collect",
+}
 
 
 def missing_extra(exc: ModuleNotFoundError) -> str | None:
@@ -90,8 +100,10 @@ def missing_extra(exc: ModuleNotFoundError) -> str | None:
     top = (exc.name or "").split(".")[0]
     if top not in EXTRAS:
         return None
-    return (f"this command needs the Python package {top!r}, which this install lacks: "
-            f"pip install 'gpuledger[{EXTRAS[top].split(',')[0].split()[0]}]' (extras that bring it: {EXTRAS[top]})")
+    return (
+        f"this command needs the Python package {top!r}, which this install lacks: "
+        f"pip install 'gpuledger[{EXTRAS[top].split(',')[0].split()[0]}]' (extras that bring it: {EXTRAS[top]})"
+    )
 
 
 def main() -> None:
@@ -122,8 +134,10 @@ def main() -> None:
         if isinstance(exc, ModuleNotFoundError):
             message = missing_extra(exc) or message
         if auth.last is not None:
-            message = (f"Kafka authentication failed ({auth.last}): check KAFKA_SASL_USERNAME, KAFKA_SASL_PASSWORD "
-                       "and KAFKA_SASL_MECHANISM")
+            message = (
+                f"Kafka authentication failed ({auth.last}): check KAFKA_SASL_USERNAME, KAFKA_SASL_PASSWORD "
+                "and KAFKA_SASL_MECHANISM"
+            )
         sys.stderr.write(f"error: {message}\n")
         raise SystemExit(code) from None
     if isinstance(result, int) and result:

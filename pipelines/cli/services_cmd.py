@@ -24,8 +24,9 @@ def register(app: typer.Typer) -> None:
 
 
 def up(
-    workers: Annotated[int | None, typer.Option(help="stream workers to start (default: GPULEDGER_STREAM_WORKERS)")]
-    = None,
+    workers: Annotated[
+        int | None, typer.Option(help="stream workers to start (default: GPULEDGER_STREAM_WORKERS)")
+    ] = None,
 ) -> None:
     from infra.services import up as services_up
 
@@ -41,8 +42,10 @@ def up(
     for name in report.stopped:
         console.print(f"[yellow]stopped[/] {name}")
     for name, differ in report.mismatched.items():
-        console.print(f"[yellow]{name} runs with other settings than these[/] ({'; '.join(differ)}): "
-                      "`gpuledger down` and `gpuledger up` restart it with these settings")
+        console.print(
+            f"[yellow]{name} runs with other settings than these[/] ({'; '.join(differ)}): "
+            "`gpuledger down` and `gpuledger up` restart it with these settings"
+        )
     if report.topics_created:
         console.print(f"created {len(report.topics_created)} topics")
     if report.migrations:
@@ -50,8 +53,10 @@ def up(
             console.print(f"applied migration {name}")
         for name in report.migrations.changed:
             console.print(f"[yellow]migration file changed since it was applied:[/] {name}")
-    console.print(f"Kafka {settings.bootstrap_servers} · ClickHouse {settings.clickhouse_endpoint_url}"
-                  f" · database {settings.clickhouse_database}")
+    console.print(
+        f"Kafka {settings.bootstrap_servers} · ClickHouse {settings.clickhouse_endpoint_url}"
+        f" · database {settings.clickhouse_database}"
+    )
 
 
 def down() -> None:
@@ -125,8 +130,12 @@ def stream(
 
 def replay(
     yes: Annotated[bool, typer.Option("--yes", help="confirm: empty the facts and rebuild them")] = False,
-    from_kafka: Annotated[bool, typer.Option(
-        "--from-kafka", help="also rebuild the raw tables from the topics (refused unless the log is whole)")] = False,
+    from_kafka: Annotated[
+        bool,
+        typer.Option(
+            "--from-kafka", help="also rebuild the raw tables from the topics (refused unless the log is whole)"
+        ),
+    ] = False,
 ) -> None:
     """Rebuild every fact: from the warehouse's raw tables (default; Kafka is not needed and no raw
     row is touched), or with --from-kafka from the topics' offset 0 (refused, changing nothing,

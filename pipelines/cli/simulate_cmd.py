@@ -34,9 +34,11 @@ def simulate(
     except ValueError as exc:
         raise UsageFailure(str(exc)) from None
     truth = result.truth
-    typer.echo(f"wrote {len(result.manifest['files'])} files to {out} in {result.elapsed_s:.1f}s: "
-               f"{truth['allocated_gpu_seconds'] / 3600:,.1f} of {truth['capacity_gpu_seconds'] / 3600:,.1f} GPU-hours "
-               f"allocated, {len(truth['attempts'])} attempts; ground truth in {out / 'truth.json'}")
+    typer.echo(
+        f"wrote {len(result.manifest['files'])} files to {out} in {result.elapsed_s:.1f}s: "
+        f"{truth['allocated_gpu_seconds'] / 3600:,.1f} of {truth['capacity_gpu_seconds'] / 3600:,.1f} GPU-hours "
+        f"allocated, {len(truth['attempts'])} attempts; ground truth in {out / 'truth.json'}"
+    )
 
 
 def register(app: typer.Typer) -> None:

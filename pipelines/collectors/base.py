@@ -57,8 +57,7 @@ class Collector(Protocol):
         """Read what is new since the previous poll; raise SourceUnavailable when unreachable."""
         ...
 
-    def close(self) -> None:
-        ...
+    def close(self) -> None: ...
 
 
 Sink = Callable[[ParseResult], None]
@@ -136,11 +135,19 @@ class RunStats:
             self.event_ids.extend(e.id for e in batch.result.events)
 
 
-def run(collector: Collector, sink: Sink, *, follow: bool = False, interval_s: float = 30.0,
-        stop: threading.Event | None = None, max_failures: int = 5,
-        on_batch: Callable[[Batch, RunStats], None] | None = None,
-        on_failure: Callable[[SourceUnavailable], None] | None = None, keep_ids: bool = False,
-        max_polls: int | None = None) -> RunStats:
+def run(
+    collector: Collector,
+    sink: Sink,
+    *,
+    follow: bool = False,
+    interval_s: float = 30.0,
+    stop: threading.Event | None = None,
+    max_failures: int = 5,
+    on_batch: Callable[[Batch, RunStats], None] | None = None,
+    on_failure: Callable[[SourceUnavailable], None] | None = None,
+    keep_ids: bool = False,
+    max_polls: int | None = None,
+) -> RunStats:
     """Poll ``collector`` and hand every batch to ``sink`` until done (see the module docstring).
 
     Without ``follow`` the loop ends after the first batch that does not ask for ``more``; with

@@ -63,8 +63,16 @@ def _utc(seconds: float) -> datetime:
 class RangeCursor:
     """Which step-aligned evaluation instants to read next (see the module docstring)."""
 
-    def __init__(self, *, step_s: int, start: datetime | None = None, end: datetime | None = None,
-                 lag_s: float | None = None, max_points: int = 360, backfill_s: float | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        step_s: int,
+        start: datetime | None = None,
+        end: datetime | None = None,
+        lag_s: float | None = None,
+        max_points: int = 360,
+        backfill_s: float | None = None,
+    ) -> None:
         if isinstance(step_s, bool) or not isinstance(step_s, int) or step_s < 1:
             raise ValueError(f"the query step must be a whole number of seconds ≥ 1, got {step_s!r}")
         if not 1 <= max_points <= MAX_POINTS:
@@ -122,8 +130,18 @@ ParseAnswer = Callable[[list[Any], Window], ParseResult]
 class PrometheusRange:
     """A collector reading one query over a :class:`RangeCursor`'s windows."""
 
-    def __init__(self, *, source: str, url: str, query: str, cursor: RangeCursor, parse: ParseAnswer,
-                 timeout_s: float = 30.0, client: Any = None, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        *,
+        source: str,
+        url: str,
+        query: str,
+        cursor: RangeCursor,
+        parse: ParseAnswer,
+        timeout_s: float = 30.0,
+        client: Any = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.source = source
         self.url = url.rstrip("/")
         self.query = query
@@ -147,8 +165,9 @@ class PrometheusRange:
         from prometheus_api_client import PrometheusApiClientException
 
         try:
-            answer = self._client.custom_query_range(self.query, start_time=window.start, end_time=window.end,
-                                                     step=str(self.cursor.step_s))
+            answer = self._client.custom_query_range(
+                self.query, start_time=window.start, end_time=window.end, step=str(self.cursor.step_s)
+            )
         except requests.exceptions.JSONDecodeError as exc:
             raise SourceUnavailable(f"{self.url} did not answer like a Prometheus API: {_short(exc)}") from None
         except requests.exceptions.RequestException as exc:
@@ -167,22 +186,40 @@ class PrometheusRange:
             close()
 
 
-def range_collector(url: str, *, source: str, metrics: Iterable[str],
-                    parse: Callable[[list[Any], str], ParseResult], step_s: int = 30,
-                    start: datetime | None = None, end: datetime | None = None, lag_s: float | None = None,
-                    match: str | None = None, max_points: int = 360, backfill_s: float | None = None,
-                    timeout_s: float = 30.0, client: Any = None,
-                    clock: Callable[[], float] = time.time) -> PrometheusRange:
+def range_collector(
+    url: str,
+    *,
+    source: str,
+    metrics: Iterable[str],
+    parse: Callable[[list[Any], str], ParseResult],
+    step_s: int = 30,
+    start: datetime | None = None,
+    end: datetime | None = None,
+    lag_s: float | None = None,
+    match: str | None = None,
+    max_points: int = 360,
+    backfill_s: float | None = None,
+    timeout_s: float = 30.0,
+    client: Any = None,
+    clock: Callable[[], float] = time.time,
+) -> PrometheusRange:
     """One ``query_range`` over ``metrics``, window by window; ``parse(answer, origin)`` makes the events."""
-    cursor = RangeCursor(step_s=step_s, start=start, end=end, lag_s=lag_s, max_points=max_points,
-                         backfill_s=backfill_s)
+    cursor = RangeCursor(step_s=step_s, start=start, end=end, lag_s=lag_s, max_points=max_points, backfill_s=backfill_s)
     origin = url.rstrip("/") + "/api/v1/query_range"
 
     def parse_window(answer: list[Any], window: Window) -> ParseResult:
         return parse(answer, f"{origin} {window}")
 
-    return PrometheusRange(source=source, url=url, query=selector(metrics, match), cursor=cursor,
-                           parse=parse_window, timeout_s=timeout_s, client=client, clock=clock)
+    return PrometheusRange(
+        source=source,
+        url=url,
+        query=selector(metrics, match),
+        cursor=cursor,
+        parse=parse_window,
+        timeout_s=timeout_s,
+        client=client,
+        clock=clock,
+    )
 
 
 def connect(url: str, timeout_s: float = 30.0) -> Any:
@@ -190,8 +227,9 @@ def connect(url: str, timeout_s: float = 30.0) -> Any:
     with second-long back-offs, only on connection errors and gateway/overload answers."""
     from prometheus_api_client import PrometheusConnect
 
-    retry = Retry(total=2, connect=2, read=0, backoff_factor=0.2, status_forcelist=[429, 502, 503, 504],
-                  raise_on_status=False)
+    retry = Retry(
+        total=2, connect=2, read=0, backoff_factor=0.2, status_forcelist=[429, 502, 503, 504], raise_on_status=False
+    )
     return PrometheusConnect(url=url, retry=retry, timeout=timeout_s)
 
 

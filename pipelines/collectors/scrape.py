@@ -39,9 +39,17 @@ def url_host(url: str) -> str | None:
 class ExporterScrape:
     """A collector that scrapes one or more exporter endpoints per poll."""
 
-    def __init__(self, *, source: str, urls: list[str], parse: ParseScrape, node: str | None = None,
-                 timeout_s: float = 10.0, clock: Callable[[], float] = time.time,
-                 session: requests.Session | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        source: str,
+        urls: list[str],
+        parse: ParseScrape,
+        node: str | None = None,
+        timeout_s: float = 10.0,
+        clock: Callable[[], float] = time.time,
+        session: requests.Session | None = None,
+    ) -> None:
         if not urls:
             raise ValueError("at least one exporter URL is needed")
         for url in urls:

@@ -76,11 +76,17 @@ def run_command(command: list[str], timeout_s: float) -> bytes:
     """Run one command and return its stdout; every way it can fail is ``SourceUnavailable``."""
     shown = shlex.join(command)
     try:
-        done = subprocess.run(command, capture_output=True, timeout=timeout_s, check=False,  # noqa: S603
-                              stdin=subprocess.DEVNULL)
+        done = subprocess.run(
+            command,
+            capture_output=True,
+            timeout=timeout_s,
+            check=False,  # noqa: S603
+            stdin=subprocess.DEVNULL,
+        )
     except FileNotFoundError:
-        raise SourceUnavailable(f"`{shown}`: {command[0]} not found (set the command with --squeue-cmd/"
-                                "--sacct-cmd)") from None
+        raise SourceUnavailable(
+            f"`{shown}`: {command[0]} not found (set the command with --squeue-cmd/--sacct-cmd)"
+        ) from None
     except PermissionError:
         raise SourceUnavailable(f"`{shown}`: {command[0]} is not executable") from None
     except subprocess.TimeoutExpired:
@@ -97,11 +103,22 @@ class SlurmCommands:
 
     source = SOURCE
 
-    def __init__(self, *, cluster: str, squeue_cmd: str | None = DEFAULT_SQUEUE,
-                 sacct_cmd: str | None = DEFAULT_SACCT, sacct_args: str | None = None,
-                 nodes_cmd: str | None = None, start: datetime | None = None, end: datetime | None = None,
-                 overlap_s: float = 60.0, timeout_s: float = 120.0, workload_kind: str | None = None,
-                 clock: Callable[[], float] = time.time, state_file: Path | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        cluster: str,
+        squeue_cmd: str | None = DEFAULT_SQUEUE,
+        sacct_cmd: str | None = DEFAULT_SACCT,
+        sacct_args: str | None = None,
+        nodes_cmd: str | None = None,
+        start: datetime | None = None,
+        end: datetime | None = None,
+        overlap_s: float = 60.0,
+        timeout_s: float = 120.0,
+        workload_kind: str | None = None,
+        clock: Callable[[], float] = time.time,
+        state_file: Path | None = None,
+    ) -> None:
         self.cluster = cluster
         self.squeue = shlex.split(squeue_cmd) if squeue_cmd else []
         self.sacct = with_duplicates(shlex.split(sacct_cmd)) if sacct_cmd else []
@@ -145,16 +162,19 @@ class SlurmCommands:
             result.extend(self._changed_nodes(self._parse(self.nodes, observed)))
             notes.append("nodes")
         self._since = datetime.fromtimestamp(now - self.overlap_s, UTC)  # only after every command worked
-        saved = {"since": self._since.isoformat(),
-                 "node_states": {str(n): list(v) for n, v in self._node_states.items()}}
+        saved = {
+            "since": self._since.isoformat(),
+            "node_states": {str(n): list(v) for n, v in self._node_states.items()},
+        }
         return Batch(result, final=self.closed, note="; ".join(notes), commit=lambda: self._state.save(saved))
 
     def _parse(self, command: list[str], observed: datetime) -> ParseResult:
         output = run_command(command, self.timeout_s)
         origin = "command:" + shlex.join(command)
         try:
-            return slurm.parse(output, cluster=self.cluster, origin=origin, observed_at=observed,
-                               workload_kind=self.workload_kind)
+            return slurm.parse(
+                output, cluster=self.cluster, origin=origin, observed_at=observed, workload_kind=self.workload_kind
+            )
         except NotThisFormat as exc:
             raise NotThisFormat(f"output of `{shlex.join(command)}` is not Slurm JSON: {exc}") from None
 

@@ -46,8 +46,13 @@ _ANY_CLUSTER = "({cluster:String} = '' OR cluster = {cluster:String})"
 PANELS: list[tuple[str, str, str, str, int]] = [
     ("Allocated GPU-hours per hour by business unit", HOURLY_BU, "", "timeseries", 24),
     ("Daily cost by business unit", DAILY_COST, "", "barchart", 12),
-    ("GPU-hours by business unit (allocated / busy / idle / failed)", load_query("gpu_hours"), "business_unit",
-     "table", 12),
+    (
+        "GPU-hours by business unit (allocated / busy / idle / failed)",
+        load_query("gpu_hours"),
+        "business_unit",
+        "table",
+        12,
+    ),
     ("GPU-hours by team", load_query("gpu_hours"), "team", "table", 12),
     ("Idle capacity by business unit", load_query("idle"), "business_unit", "table", 12),
     ("Failure burn (failed attempts)", load_query("failures"), "", "table", 24),
@@ -78,12 +83,23 @@ def grafana_sql(sql: str, by: str = "") -> str:
 
 def panel(index: int, title: str, sql: str, by: str, kind: str, width: int, y: int, x: int) -> dict[str, Any]:
     return {
-        "id": index + 1, "title": title, "type": kind, "datasource": DATASOURCE,
+        "id": index + 1,
+        "title": title,
+        "type": kind,
+        "datasource": DATASOURCE,
         "gridPos": {"h": 9, "w": width, "x": x, "y": y},
-        "targets": [{"refId": "A", "datasource": DATASOURCE, "editorType": "sql",
-                     "queryType": "timeseries" if kind == "timeseries" else "table",
-                     "format": 0 if kind == "timeseries" else 1, "rawSql": grafana_sql(sql, by)}],
-        "options": {}, "fieldConfig": {"defaults": {}, "overrides": []},
+        "targets": [
+            {
+                "refId": "A",
+                "datasource": DATASOURCE,
+                "editorType": "sql",
+                "queryType": "timeseries" if kind == "timeseries" else "table",
+                "format": 0 if kind == "timeseries" else 1,
+                "rawSql": grafana_sql(sql, by),
+            }
+        ],
+        "options": {},
+        "fieldConfig": {"defaults": {}, "overrides": []},
     }
 
 
@@ -95,16 +111,38 @@ def dashboard() -> dict[str, Any]:
         panels.append(panel(i, title, sql, by, kind, width, y, x))
         x += width
     return {
-        "title": "gpuledger — GPU cost and utilisation", "uid": "gpuledger", "schemaVersion": 39,
-        "time": {"from": "now-30d", "to": "now"}, "timezone": "utc", "editable": True,
-        "templating": {"list": [
-            {"name": "datasource", "label": "ClickHouse", "type": "datasource", "query": PLUGIN,
-             "current": {}, "hide": 0},
-            {"name": "cluster", "label": "cluster", "type": "query", "datasource": DATASOURCE,
-             "query": CLUSTERS_QUERY, "definition": CLUSTERS_QUERY, "refresh": 1, "sort": 1,
-             "includeAll": True, "allValue": ALL_CLUSTERS, "multi": False,
-             "current": {"text": "All", "value": "$__all"}},
-        ]},
+        "title": "gpuledger — GPU cost and utilisation",
+        "uid": "gpuledger",
+        "schemaVersion": 39,
+        "time": {"from": "now-30d", "to": "now"},
+        "timezone": "utc",
+        "editable": True,
+        "templating": {
+            "list": [
+                {
+                    "name": "datasource",
+                    "label": "ClickHouse",
+                    "type": "datasource",
+                    "query": PLUGIN,
+                    "current": {},
+                    "hide": 0,
+                },
+                {
+                    "name": "cluster",
+                    "label": "cluster",
+                    "type": "query",
+                    "datasource": DATASOURCE,
+                    "query": CLUSTERS_QUERY,
+                    "definition": CLUSTERS_QUERY,
+                    "refresh": 1,
+                    "sort": 1,
+                    "includeAll": True,
+                    "allValue": ALL_CLUSTERS,
+                    "multi": False,
+                    "current": {"text": "All", "value": "$__all"},
+                },
+            ]
+        },
         "panels": panels,
     }
 

@@ -33,20 +33,37 @@ def render(data: dict[str, Any], top: int = 20) -> str:
         "## Failure burn by reason",
         _md_table(data["failure_burn_by_reason"], ["failure_reason", "attempts", "failed_gpu_hours", "lost_gpu_hours"]),
         f"## Top {top} failed attempts (`gpuledger report failures`)",
-        _md_table(data["failures"][:top], ["failure_reason", "team", "model", "job", "attempt", "failed_gpu_hours",
-                                           "lost_gpu_hours", "nodes", "scheduler_state"]),
+        _md_table(
+            data["failures"][:top],
+            [
+                "failure_reason",
+                "team",
+                "model",
+                "job",
+                "attempt",
+                "failed_gpu_hours",
+                "lost_gpu_hours",
+                "nodes",
+                "scheduler_state",
+            ],
+        ),
         "## Idle capacity by business unit (`gpuledger report idle --by business_unit`)",
-        _md_table(data["idle_by_business_unit"], ["key", "allocated_idle_gpu_hours", "allocated_gpu_hours",
-                                                  "idle_share"]),
+        _md_table(
+            data["idle_by_business_unit"], ["key", "allocated_idle_gpu_hours", "allocated_gpu_hours", "idle_share"]
+        ),
         "## Why allocated GPUs sat idle (`gpuledger report idle-causes`)",
         _md_table(data.get("idle_causes", []), ["cause", "idle_gpu_hours", "cost"]),
         "## Queue time (`gpuledger report queue`)",
-        _md_table(data["queue"], ["scheduler", "queue", "attempts", "avg_wait_s", "p95_wait_s", "max_wait_s",
-                                  "waited_gpu_hours"]),
+        _md_table(
+            data["queue"],
+            ["scheduler", "queue", "attempts", "avg_wait_s", "p95_wait_s", "max_wait_s", "waited_gpu_hours"],
+        ),
         "## Fabric health (NCCL acceptance runs)",
-        f"{len(degraded)} node set(s) below baseline: " + (", ".join(f"{r['node_set']} on {r['day']}"
-                                                                     for r in degraded) or "none"),
-        _md_table(data["fabric_health"], ["day", "node_set", "runs", "failed_runs", "avg_busbw_gbps", "baseline_gbps",
-                                          "ratio", "below_baseline"]),
+        f"{len(degraded)} node set(s) below baseline: "
+        + (", ".join(f"{r['node_set']} on {r['day']}" for r in degraded) or "none"),
+        _md_table(
+            data["fabric_health"],
+            ["day", "node_set", "runs", "failed_runs", "avg_busbw_gbps", "baseline_gbps", "ratio", "below_baseline"],
+        ),
     ]
     return "\n\n".join(parts) + "\n"

@@ -65,8 +65,9 @@ def parse(data: bytes | str, *, cluster: str, origin: str | None = None, **hints
     text = prom.as_text(data)
     if not looks_like(text):
         raise NotThisFormat("no JSON line with a job_id: not checkpoint events")
-    return json_lines(text, lambda line, lineno: _event(line, lineno, cluster), topic=TOPIC, source=SOURCE,
-                      origin=origin)
+    return json_lines(
+        text, lambda line, lineno: _event(line, lineno, cluster), topic=TOPIC, source=SOURCE, origin=origin
+    )
 
 
 def _event(line: str, lineno: int, cluster: str) -> tuple[dict[str, Any] | None, str]:
@@ -85,8 +86,12 @@ def _event(line: str, lineno: int, cluster: str) -> tuple[dict[str, Any] | None,
         return None, f"line {lineno}: cluster must be a non-empty string"
     key = (data["job_id"], data.get("attempt"), data["kind"], data["path"], data["finished"])
     return {
-        "id": event_id("checkpoint", line_cluster, *key), "source": SOURCE, "type": "checkpoint",
-        "time": data["finished"], "cluster": line_cluster, "data": data,
+        "id": event_id("checkpoint", line_cluster, *key),
+        "source": SOURCE,
+        "type": "checkpoint",
+        "time": data["finished"],
+        "cluster": line_cluster,
+        "data": data,
     }, ""
 
 
@@ -103,8 +108,12 @@ def _data(rec: dict[str, Any]) -> dict[str, Any]:
     if kind not in _KINDS:
         raise ValueError(f"kind must be 'write' or 'restore', got {str(kind)[:40]!r}")
     data: dict[str, Any] = {
-        "job_id": job_id, "kind": kind, "path": _str(rec, "path"), "bytes": _int(rec, "bytes", 0),
-        "started": prom.rfc3339(rec["started"]), "finished": prom.rfc3339(rec["finished"]),
+        "job_id": job_id,
+        "kind": kind,
+        "path": _str(rec, "path"),
+        "bytes": _int(rec, "bytes", 0),
+        "started": prom.rfc3339(rec["started"]),
+        "finished": prom.rfc3339(rec["finished"]),
     }
     if rec.get("attempt") is not None:
         data["attempt"] = _int(rec, "attempt", 1)

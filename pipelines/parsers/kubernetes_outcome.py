@@ -47,16 +47,24 @@ KIND_LABELS = ("gpuledger.io/kind", "workload-kind")
 USER_KEYS = ("gpuledger.io/user", "user")
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 JOB_NAME_LABELS = ("batch.kubernetes.io/job-name", "job-name")
-NOISE_LABELS = frozenset({
-    "pod-template-hash", "controller-revision-hash", "pod-template-generation", "controller-uid",
-    "batch.kubernetes.io/controller-uid", "statefulset.kubernetes.io/pod-name",
-    "apps.kubernetes.io/pod-index", "batch.kubernetes.io/job-completion-index",
-})
+NOISE_LABELS = frozenset(
+    {
+        "pod-template-hash",
+        "controller-revision-hash",
+        "pod-template-generation",
+        "controller-uid",
+        "batch.kubernetes.io/controller-uid",
+        "statefulset.kubernetes.io/pod-name",
+        "apps.kubernetes.io/pod-index",
+        "batch.kubernetes.io/job-completion-index",
+    }
+)
 NODE_REASONS = frozenset({"NodeLost", "NodeShutdown"})
 NODE_DISRUPTIONS = frozenset({"DeletionByTaintManager", "DeletionByPodGC"})
 PREEMPT_REASONS = frozenset({"Evicted", "Preempting"})
-PREEMPT_DISRUPTIONS = frozenset({"PreemptionByScheduler", "PreemptionByKubeScheduler", "TerminationByKubelet",
-                                 "EvictionByEvictionAPI"})
+PREEMPT_DISRUPTIONS = frozenset(
+    {"PreemptionByScheduler", "PreemptionByKubeScheduler", "TerminationByKubelet", "EvictionByEvictionAPI"}
+)
 _NEVER = datetime.min.replace(tzinfo=UTC)
 _NODE_MESSAGE = re.compile(r"node.*(lost|shut ?down|not ?ready|unreachable|fail)", re.IGNORECASE)
 
@@ -70,8 +78,13 @@ class Outcome:
     signal: int | None = None
 
     def fields(self) -> dict[str, Any]:
-        return {"outcome": self.outcome, "failure_reason": self.failure_reason, "exit_code": self.exit_code,
-                "signal": self.signal, "scheduler_state": self.scheduler_state}
+        return {
+            "outcome": self.outcome,
+            "failure_reason": self.failure_reason,
+            "exit_code": self.exit_code,
+            "signal": self.signal,
+            "scheduler_state": self.scheduler_state,
+        }
 
 
 def pod_ended(view: PodView, deleted: bool) -> bool:
@@ -136,8 +149,7 @@ def restart_outcome(run: Run | None) -> Outcome:
     return result
 
 
-def pod_end_time(view: PodView, deleted: bool, deleted_at: datetime | None,
-                 observed_at: datetime | None) -> datetime:
+def pod_end_time(view: PodView, deleted: bool, deleted_at: datetime | None, observed_at: datetime | None) -> datetime:
     """When the pod's last attempt ended (the order in the module docstring)."""
     finished = [c.terminated.finished if c.terminated else None for c in view.containers]
     if finished and all(t is not None for t in finished):
@@ -170,8 +182,10 @@ def _disruption(view: PodView) -> tuple[str, datetime | None] | None:
     for condition in view.conditions:
         if condition.get("type") == "DisruptionTarget" and condition.get("status") == "True":
             reason = condition.get("reason")
-            return (reason if isinstance(reason, str) else "DisruptionTarget",
-                    parse_rfc3339(condition.get("lastTransitionTime")))
+            return (
+                reason if isinstance(reason, str) else "DisruptionTarget",
+                parse_rfc3339(condition.get("lastTransitionTime")),
+            )
     return None
 
 
@@ -190,7 +204,9 @@ def owner(view: PodView, default_kind: str | None) -> dict[str, Any]:
     labels = {k: v for k, v in view.labels.items() if k not in NOISE_LABELS}
     user = next((m[k] for k in USER_KEYS for m in (view.labels, view.annotations) if m.get(k)), None)
     return {
-        "namespace": view.namespace, "labels": labels, "user": user,
+        "namespace": view.namespace,
+        "labels": labels,
+        "user": user,
         "queue": view.labels.get(QUEUE_LABEL) or view.priority_class,
         "workload_kind": _kind(view, default_kind),
     }

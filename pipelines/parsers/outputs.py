@@ -61,8 +61,9 @@ COUNTERS = {"vllm:generation_tokens_total": "tokens_generated", "vllm:prompt_tok
 HOUR = timedelta(hours=1)
 
 
-def parse(data: bytes | str, *, cluster: str, origin: str | None = None,
-          metrics: dict[str, str] | None = None, **hints: Any) -> ParseResult:
+def parse(
+    data: bytes | str, *, cluster: str, origin: str | None = None, metrics: dict[str, str] | None = None, **hints: Any
+) -> ParseResult:
     """Parse output records (JSON lines) or a Prometheus answer of output counters."""
     text = prom.as_text(data)
     stripped = text.lstrip()
@@ -70,13 +71,20 @@ def parse(data: bytes | str, *, cluster: str, origin: str | None = None,
         return _parse_prometheus(text, cluster, origin, {**COUNTERS, **(metrics or {})})
     if not any(line.lstrip().startswith("{") and '"unit"' in line for line in text.split("\n")):
         raise NotThisFormat("neither JSON lines with a unit nor a Prometheus query_range answer")
-    return json_lines(text, lambda line, lineno: _record(line, lineno, cluster), topic=TOPIC, source=SOURCE,
-                      origin=origin)
+    return json_lines(
+        text, lambda line, lineno: _record(line, lineno, cluster), topic=TOPIC, source=SOURCE, origin=origin
+    )
 
 
 def _event(cluster: str, data: dict[str, Any], *key: object) -> dict[str, Any]:
-    return {"id": event_id("output", cluster, *key), "source": SOURCE, "type": "workload.output",
-            "time": data["end"], "cluster": cluster, "data": data}
+    return {
+        "id": event_id("output", cluster, *key),
+        "source": SOURCE,
+        "type": "workload.output",
+        "time": data["end"],
+        "cluster": cluster,
+        "data": data,
+    }
 
 
 def _record(line: str, lineno: int, cluster: str) -> tuple[dict[str, Any] | None, str]:
@@ -90,8 +98,11 @@ def _record(line: str, lineno: int, cluster: str) -> tuple[dict[str, Any] | None
         for key in ("job_id", "unit", "quantity", "start", "end"):
             if key not in rec:
                 raise ValueError(f"missing {key!r}")
-        job_id = str(rec["job_id"]) if isinstance(rec["job_id"], int) and not isinstance(rec["job_id"], bool) \
+        job_id = (
+            str(rec["job_id"])
+            if isinstance(rec["job_id"], int) and not isinstance(rec["job_id"], bool)
             else rec["job_id"]
+        )
         if not isinstance(job_id, str) or not job_id:
             raise ValueError("job_id must be a non-empty string")
         quantity = rec["quantity"]
@@ -99,8 +110,11 @@ def _record(line: str, lineno: int, cluster: str) -> tuple[dict[str, Any] | None
             raise ValueError(f"quantity must be a number, got {str(quantity)[:40]!r}")
         data: dict[str, Any] = {
             "scheduler": rec.get("scheduler") or ("kubernetes" if "/" in job_id else "slurm"),
-            "job_id": job_id, "unit": rec["unit"], "quantity": float(quantity),
-            "start": prom.rfc3339(rec["start"]), "end": prom.rfc3339(rec["end"]),
+            "job_id": job_id,
+            "unit": rec["unit"],
+            "quantity": float(quantity),
+            "start": prom.rfc3339(rec["start"]),
+            "end": prom.rfc3339(rec["end"]),
         }
         if rec.get("model_name") is not None:
             data["model_name"] = rec["model_name"]
@@ -142,8 +156,13 @@ def _parse_prometheus(text: str, cluster: str, origin: str | None, units: dict[s
         first = samples[0]
         owner = _owner(first.labels)
         if owner is None:
-            result.reject(topic=TOPIC, source=SOURCE, origin=origin, raw=first.raw,
-                          reason="an output series names no pod (namespace, pod) and no Slurm job (hpc_job)")
+            result.reject(
+                topic=TOPIC,
+                source=SOURCE,
+                origin=origin,
+                raw=first.raw,
+                reason="an output series names no pod (namespace, pod) and no Slurm job (hpc_job)",
+            )
             continue
         scheduler, job_id = owner
         hours: dict[datetime, float] = defaultdict(float)
@@ -152,12 +171,23 @@ def _parse_prometheus(text: str, cluster: str, origin: str | None, units: dict[s
             hours[_hour(at)] += after if after < before else after - before
         unit = units[first.name]
         for hour, quantity in sorted(hours.items()):
-            data: dict[str, Any] = {"scheduler": scheduler, "job_id": job_id, "unit": unit, "quantity": quantity,
-                                    "start": hour, "end": hour + HOUR}
+            data: dict[str, Any] = {
+                "scheduler": scheduler,
+                "job_id": job_id,
+                "unit": unit,
+                "quantity": quantity,
+                "start": hour,
+                "end": hour + HOUR,
+            }
             if first.labels.get("model_name"):
                 data["model_name"] = first.labels["model_name"]
-            result.add(_event(cluster, data, scheduler, job_id, unit, hour, key), topic=TOPIC, source=SOURCE,
-                       raw=first.raw, origin=origin)
+            result.add(
+                _event(cluster, data, scheduler, job_id, unit, hour, key),
+                topic=TOPIC,
+                source=SOURCE,
+                raw=first.raw,
+                origin=origin,
+            )
     if not series and not reading.bad:
         raise NotThisFormat(f"the Prometheus answer has none of the output counters {sorted(units)}")
     return result

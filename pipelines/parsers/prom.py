@@ -36,9 +36,7 @@ import orjson
 
 from pipelines.parsers.base import NotThisFormat
 
-_LINE = re.compile(
-    r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?[ \t]+([^ \t]+)(?:[ \t]+(-?\d{1,19}))?[ \t]*$"
-)
+_LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?[ \t]+([^ \t]+)(?:[ \t]+(-?\d{1,19}))?[ \t]*$")
 _LABEL = re.compile(r'[ \t]*([a-zA-Z_][a-zA-Z0-9_]*)[ \t]*=[ \t]*"((?:[^"\\\n]|\\.)*)"[ \t]*(,|$)')
 _FLOAT = re.compile(r"^[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|[Ii]nf|NaN|nan)$")
 _UNESCAPE = re.compile(r"\\(.)")
@@ -196,13 +194,14 @@ def _read_series(series: Any, out: Reading, times: dict[float, datetime | None])
             out.samples.append(sample)
 
 
-def _point(name: str, labels: dict[str, str], point: Any, raw: str,
-           times: dict[float, datetime | None]) -> tuple[Sample | None, str]:
+def _point(
+    name: str, labels: dict[str, str], point: Any, raw: str, times: dict[float, datetime | None]
+) -> tuple[Sample | None, str]:
     if not (isinstance(point, list) and len(point) == 2):
-        return None, "sample is not a [time, \"value\"] pair"
+        return None, 'sample is not a [time, "value"] pair'
     ts, value_text = point
     if isinstance(ts, bool) or not isinstance(ts, int | float) or not isinstance(value_text, str):
-        return None, "sample is not a [time, \"value\"] pair"
+        return None, 'sample is not a [time, "value"] pair'
     seconds = float(ts)
     time = times[seconds] if seconds in times else times.setdefault(seconds, from_unix(seconds))
     if time is None:

@@ -25,7 +25,13 @@ from pipelines.parsers.base import NotThisFormat, ParseResult
 # What a malformed record can raise while a parser picks it apart; caught per record and turned
 # into a dead letter, so one bad record never stops the rest of the file.
 RECORD_ERRORS: tuple[type[Exception], ...] = (
-    ValueError, TypeError, KeyError, AttributeError, IndexError, ArithmeticError, RecursionError,
+    ValueError,
+    TypeError,
+    KeyError,
+    AttributeError,
+    IndexError,
+    ArithmeticError,
+    RecursionError,
 )
 
 TYPE_ORDER = {"allocation.pending": 0, "allocation.running": 1, "allocation.ended": 2}
@@ -117,8 +123,9 @@ def hint_time(hints: Mapping[str, Any], name: str = "observed_at") -> datetime |
     return parse_rfc3339(value)
 
 
-def allocation_envelope(*, source: str, event_type: str, cluster: str, time: datetime,
-                        data: dict[str, Any]) -> dict[str, Any]:
+def allocation_envelope(
+    *, source: str, event_type: str, cluster: str, time: datetime, data: dict[str, Any]
+) -> dict[str, Any]:
     """An allocation envelope (unvalidated dict) with its deterministic id; a pod's uid is part of it,
     so a pod re-created under the same name never shares an id with its predecessor."""
     key = [event_type, cluster, data["scheduler"], data["job_id"], data.get("attempt", 1), data.get("node")]
@@ -128,22 +135,35 @@ def allocation_envelope(*, source: str, event_type: str, cluster: str, time: dat
     return {"id": ident, "source": source, "type": event_type, "time": time, "cluster": cluster, "data": data}
 
 
-def node_state_envelope(*, source: str, cluster: str, node: str, state: str, time: datetime,
-                        reason: str | None, gpus: int | None = None,
-                        gpu_model: str | None = None) -> dict[str, Any]:
+def node_state_envelope(
+    *,
+    source: str,
+    cluster: str,
+    node: str,
+    state: str,
+    time: datetime,
+    reason: str | None,
+    gpus: int | None = None,
+    gpu_model: str | None = None,
+) -> dict[str, Any]:
     """A ``node.state`` envelope (with the node's GPU count when known); the id is keyed by node,
     state and time."""
     data: dict[str, Any] = {"node": node, "state": state, "reason": reason}
     if gpus is not None:
         data.update(gpus=gpus, gpu_model=gpu_model)
     return {
-        "id": event_id("node.state", cluster, node, state, time), "source": source, "type": "node.state",
-        "time": time, "cluster": cluster, "data": data,
+        "id": event_id("node.state", cluster, node, state, time),
+        "source": source,
+        "type": "node.state",
+        "time": time,
+        "cluster": cluster,
+        "data": data,
     }
 
 
-def add_record_events(result: ParseResult, objs: list[dict[str, Any]], *, topic: str, source: str,
-                      raw: str, origin: str | None) -> None:
+def add_record_events(
+    result: ParseResult, objs: list[dict[str, Any]], *, topic: str, source: str, raw: str, origin: str | None
+) -> None:
     """Validate all events of one input record; if any is invalid the whole record is dead-lettered
     (one dead letter with the first reason), so a record never lands half-applied."""
     valid: list[Envelope] = []

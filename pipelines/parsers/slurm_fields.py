@@ -129,8 +129,7 @@ def gpu_tres(value: Any) -> tuple[int, str | None]:
 
 
 def gpu_per_spec(value: Any) -> int:
-    """GPUs in a ``tres_per_job``/``tres_per_node`` spec: ``gres/gpu:4``, ``gres/gpu:h100:4``, ``gres:gpu:4``.
-    """
+    """GPUs in a ``tres_per_job``/``tres_per_node`` spec: ``gres/gpu:4``, ``gres/gpu:h100:4``, ``gres:gpu:4``."""
     spec = text(value)
     total = 0
     for part in (spec or "").split(","):

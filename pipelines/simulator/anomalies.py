@@ -74,7 +74,7 @@ def starve(m: Metrics, stall: StorageStall | None) -> None:
         return
     for ent in m.entities.values():
         if ent.node.name == stall.node:
-            ent.util[stall.k1:stall.k2] *= STARVED
+            ent.util[stall.k1 : stall.k2] *= STARVED
 
 
 @dataclass(frozen=True)
@@ -117,7 +117,7 @@ def _short_gap(cfg: SimConfig, cluster: Cluster, state: SimState, m: Metrics) ->
         busy = sum((m.entities[g.uuid].holder[lo:hi] > 0).astype(int) for g in node.gpus if g.layout == "whole")
         busy = np.asarray(busy, dtype=int) if not np.isscalar(busy) else np.zeros(hi - lo, int)
         for x in (x for x in state.xids if x.node == node.name):
-            busy[max(x.at // step - lo - 10, 0):max(x.repaired // step - lo + 10, 0)] = -1
+            busy[max(x.at // step - lo - 10, 0) : max(x.repaired // step - lo + 10, 0)] = -1
         k = int(np.argmax(busy))
         if busy[k] >= 0 and (best is None or busy[k] > best[0]):
             best = (int(busy[k]), node.name, lo + k)

@@ -34,16 +34,20 @@ def record_checkpoints(attempt: Attempt, until: int) -> None:
     if attempt.number > 1 and spec.progress > 0:
         restored = attempt.run_start + max(duration // 2, 15)
         if restored <= until:
-            attempt.checkpoints.append(Checkpoint("restore", attempt.run_start, restored, spec.checkpoint_bytes, node,
-                                                  _path(attempt, done_before)))
+            attempt.checkpoints.append(
+                Checkpoint(
+                    "restore", attempt.run_start, restored, spec.checkpoint_bytes, node, _path(attempt, done_before)
+                )
+            )
     k = 1
     while True:
         started = attempt.run_start + k * spec.checkpoint_every
         finished = started + duration
         if finished > until:
             break
-        attempt.checkpoints.append(Checkpoint("write", started, finished, spec.checkpoint_bytes, node,
-                                              _path(attempt, done_before + k)))
+        attempt.checkpoints.append(
+            Checkpoint("write", started, finished, spec.checkpoint_bytes, node, _path(attempt, done_before + k))
+        )
         k += 1
     writes = [c for c in attempt.checkpoints if c.kind == "write"]
     if writes and attempt.end is not None:

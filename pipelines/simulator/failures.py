@@ -24,21 +24,41 @@ from pipelines.simulator.model.cluster import Cluster
 from pipelines.simulator.model.jobs import JobSpec
 
 PER_ATTEMPT: dict[tuple[str, str], dict[str, float]] = {
-    ("slurm", "training"): {"oom": .03, "app_error": .03, "preempted": .04, "timeout": .03, "cancelled": .02},
-    ("slurm", "batch"): {"oom": .04, "app_error": .05, "preempted": .02, "timeout": .03, "cancelled": .03},
-    ("kubernetes", "training"): {"oom": .03, "app_error": .03, "preempted": .04, "timeout": .02},
-    ("kubernetes", "batch"): {"oom": .04, "app_error": .06, "preempted": .02},
+    ("slurm", "training"): {"oom": 0.03, "app_error": 0.03, "preempted": 0.04, "timeout": 0.03, "cancelled": 0.02},
+    ("slurm", "batch"): {"oom": 0.04, "app_error": 0.05, "preempted": 0.02, "timeout": 0.03, "cancelled": 0.03},
+    ("kubernetes", "training"): {"oom": 0.03, "app_error": 0.03, "preempted": 0.04, "timeout": 0.02},
+    ("kubernetes", "batch"): {"oom": 0.04, "app_error": 0.06, "preempted": 0.02},
 }
 PER_HOUR: dict[str, dict[str, float]] = {
-    "inference": {"oom": .03, "app_error": .01},
-    "notebook": {"oom": .04},
+    "inference": {"oom": 0.03, "app_error": 0.01},
+    "notebook": {"oom": 0.04},
 }
-SLURM_STATE = {"oom": "OUT_OF_MEMORY", "app_error": "FAILED", "preempted": "PREEMPTED", "timeout": "TIMEOUT",
-               "cancelled": "CANCELLED", "node_failure": "NODE_FAIL", None: "COMPLETED"}
-K8S_STATE = {"oom": "OOMKilled", "app_error": "Error", "preempted": "PreemptionByScheduler",
-             "timeout": "DeadlineExceeded", "node_failure": "NodeLost", None: "Completed"}
-EXIT = {"oom": (137, 9), "app_error": (1, None), "preempted": (143, 15), "timeout": (137, 9),
-        "cancelled": (0, 15), "node_failure": (0, 9), None: (0, None)}
+SLURM_STATE = {
+    "oom": "OUT_OF_MEMORY",
+    "app_error": "FAILED",
+    "preempted": "PREEMPTED",
+    "timeout": "TIMEOUT",
+    "cancelled": "CANCELLED",
+    "node_failure": "NODE_FAIL",
+    None: "COMPLETED",
+}
+K8S_STATE = {
+    "oom": "OOMKilled",
+    "app_error": "Error",
+    "preempted": "PreemptionByScheduler",
+    "timeout": "DeadlineExceeded",
+    "node_failure": "NodeLost",
+    None: "Completed",
+}
+EXIT = {
+    "oom": (137, 9),
+    "app_error": (1, None),
+    "preempted": (143, 15),
+    "timeout": (137, 9),
+    "cancelled": (0, 15),
+    "node_failure": (0, 9),
+    None: (0, None),
+}
 
 
 def scheduler_state(scheduler: str, reason: str | None, ended: bool) -> str:
@@ -68,6 +88,7 @@ class Guarantee:
     @classmethod
     def default(cls, horizon: int) -> Guarantee:
         """Long jobs are left alone (they are what a node failure can hit later)."""
+
         def not_bench(s: JobSpec) -> bool:
             return s.kind != "benchmark" and s.work <= horizon // 3 and not s.unforced
 
@@ -78,11 +99,18 @@ class Guarantee:
             return s.kind == "training" and bool(s.checkpoint_every)
 
         owed: dict[str, list[tuple[str, Callable[[JobSpec], bool]]]] = {
-            "slurm": [("oom", checkpointed), *((r, not_bench) for r in ("oom", "app_error", "timeout", "preempted",
-                                                                       "cancelled"))],
-            "kubernetes": [("app_error", checkpointed), ("oom", restartable), ("app_error", job_pod),
-                           ("preempted", job_pod),
-                           ("timeout", lambda s: s.kind == "training" or job_pod(s)), ("oom", job_pod)],
+            "slurm": [
+                ("oom", checkpointed),
+                *((r, not_bench) for r in ("oom", "app_error", "timeout", "preempted", "cancelled")),
+            ],
+            "kubernetes": [
+                ("app_error", checkpointed),
+                ("oom", restartable),
+                ("app_error", job_pod),
+                ("preempted", job_pod),
+                ("timeout", lambda s: s.kind == "training" or job_pod(s)),
+                ("oom", job_pod),
+            ],
         }
         return cls(owed)
 
@@ -97,7 +125,6 @@ class Guarantee:
                 return reason
         return None
 
-
     def owe(self, spec: JobSpec, reason: str) -> None:
         """A forced failure that a node failure pre-empted is owed again."""
         self.owed.setdefault(spec.scheduler, []).insert(0, (reason, lambda s: s.kind == spec.kind))
@@ -107,8 +134,9 @@ def forced_span(run_start: int, remaining: int, horizon: int) -> int:
     return min(remaining - 30, horizon - run_start - 120)
 
 
-def draw_fate(spec: JobSpec, run_start: int, remaining: int, rng: np.random.Generator, horizon: int,
-              forced: str | None) -> Fate:
+def draw_fate(
+    spec: JobSpec, run_start: int, remaining: int, rng: np.random.Generator, horizon: int, forced: str | None
+) -> Fate:
     """The attempt's fate (``forced``: a class from :class:`Guarantee` that fits the window)."""
     success_end = run_start + remaining
     if spec.unforced:

@@ -33,8 +33,14 @@ MIN_XID_STEPS = 6  # a node failure late in the window is cut short, but shows f
 
 
 class Engine:
-    def __init__(self, cfg: SimConfig, cluster: Cluster, specs: list[JobSpec], failures: list[NodeFailure],
-                 rng: np.random.Generator) -> None:
+    def __init__(
+        self,
+        cfg: SimConfig,
+        cluster: Cluster,
+        specs: list[JobSpec],
+        failures: list[NodeFailure],
+        rng: np.random.Generator,
+    ) -> None:
         self.cfg, self.cluster, self.rng = cfg, cluster, rng
         self.pool = Pool(cluster)
         self.specs = list(specs)
@@ -108,16 +114,36 @@ class Engine:
             if spec.reservation is not None:
                 spec.nodes = len({s.gpu.node for s in slots})
             submit = spec.submit if number == 1 else spec.attempts[-1].end or now
-            attempt = Attempt(spec, number, str(spec.slurm_id), str(spec.slurm_id), submit, start,
-                              start + self.between(2, 10), slots, 0, eligible=now if number > 1 else spec.submit)
+            attempt = Attempt(
+                spec,
+                number,
+                str(spec.slurm_id),
+                str(spec.slurm_id),
+                submit,
+                start,
+                start + self.between(2, 10),
+                slots,
+                0,
+                eligible=now if number > 1 else spec.submit,
+            )
         else:
             pod = spec.pending_pod
             assert pod is not None
             spec.pending_pod, pod.scheduled, pod.node = None, now, slots[0].gpu.node
             job_id = f"{spec.namespace}/{pod.name}"
             logical = f"{spec.namespace}/{spec.owner_name}" if spec.owner_kind == "Job" else job_id
-            attempt = Attempt(spec, number if spec.owner_kind == "Job" else 1, job_id, logical, pod.created, start,
-                              start + self.between(3, 40), slots, 0, pod=pod)
+            attempt = Attempt(
+                spec,
+                number if spec.owner_kind == "Job" else 1,
+                job_id,
+                logical,
+                pod.created,
+                start,
+                start + self.between(3, 40),
+                slots,
+                0,
+                pod=pod,
+            )
         self.hold(attempt)
         self.begin(attempt)
 
@@ -200,8 +226,19 @@ class Engine:
     def restart_in_pod(self, prev: Attempt, now: int) -> None:
         index = prev.restart_index + 1
         backoff = min(10 * 2 ** (index - 1), 300)
-        attempt = Attempt(prev.spec, prev.number + 1, prev.job_id, prev.logical_job, now, now,
-                          now + backoff + self.between(1, 3), prev.slots, 0, pod=prev.pod, restart_index=index)
+        attempt = Attempt(
+            prev.spec,
+            prev.number + 1,
+            prev.job_id,
+            prev.logical_job,
+            now,
+            now,
+            now + backoff + self.between(1, 3),
+            prev.slots,
+            0,
+            pod=prev.pod,
+            restart_index=index,
+        )
         self.hold(attempt)
         self.begin(attempt)
 
@@ -233,8 +270,15 @@ class Engine:
         elif spec.owner_kind == "ReplicaSet" and reason == "node_failure":
             life = spec.attempts[0].run_start + spec.work - now
             if life > 600:
-                clone = replace(spec, seq=len(self.specs), submit=now + self.between(1, 3), work=life,
-                                name=f"{spec.owner_name}-{k8s_suffix(self.rng)}", attempts=[], progress=0)
+                clone = replace(
+                    spec,
+                    seq=len(self.specs),
+                    submit=now + self.between(1, 3),
+                    work=life,
+                    name=f"{spec.owner_name}-{k8s_suffix(self.rng)}",
+                    attempts=[],
+                    progress=0,
+                )
                 self.specs.append(clone)
                 self.avoid[clone.seq] = set(attempt.nodes)
                 self.push(clone.submit, ARRIVE, clone)
@@ -244,11 +288,17 @@ class Engine:
         step, last = self.cfg.scrape_interval_s, (self.cfg.horizon - 1) // self.cfg.scrape_interval_s
         down = {x.node for x in self.xids}
         nodes = [self.cluster.node(failure.node)] + [
-            n for n in self.cluster.by_scheduler(failure.scheduler) if n.name != failure.node and n.name not in down]
+            n for n in self.cluster.by_scheduler(failure.scheduler) if n.name != failure.node and n.name not in down
+        ]
         held: list[Slot] = []
         for node in nodes:
-            held = [s for s in node.slots if s.kind == "gpu" and s.gpu.uuid not in self.pool.blocked
-                    and self._breakable(self.holders.get(s.key), now)]
+            held = [
+                s
+                for s in node.slots
+                if s.kind == "gpu"
+                and s.gpu.uuid not in self.pool.blocked
+                and self._breakable(self.holders.get(s.key), now)
+            ]
             if held:
                 break
         if failure.ident in self.failed:
@@ -262,8 +312,7 @@ class Engine:
                     self.last_chances.add(failure.ident)
                     self.push(deadline, XID, replace(failure, at=deadline, last_chance=True))
                 return
-        held.sort(key=lambda s: (self.holders[s.key].forced, self.holders[s.key].spec.kind != "training",
-                                 s.gpu.index))
+        held.sort(key=lambda s: (self.holders[s.key].forced, self.holders[s.key].spec.kind != "training", s.gpu.index))
         free = [s for s in nodes[0].slots if s.kind == "gpu" and s.key in self.pool.free[nodes[0].name]]
         if not held and not free:
             return
@@ -288,13 +337,18 @@ class Engine:
 
     @staticmethod
     def _breakable(holder: Attempt | None, now: int) -> bool:
-        return (holder is not None and holder.start <= now and holder.planned_end > now + 180
-                and holder.spec.kind != "benchmark")
+        return (
+            holder is not None
+            and holder.start <= now
+            and holder.planned_end > now + 180
+            and holder.spec.kind != "benchmark"
+        )
 
     def on_repair(self, now: int, slot: Slot) -> None:
         self.pool.unblock(slot, held=slot.key in self.holders)
 
 
-def run(cfg: SimConfig, cluster: Cluster, specs: list[JobSpec], failures: list[NodeFailure],
-        rng: np.random.Generator) -> SimState:
+def run(
+    cfg: SimConfig, cluster: Cluster, specs: list[JobSpec], failures: list[NodeFailure], rng: np.random.Generator
+) -> SimState:
     return Engine(cfg, cluster, specs, failures, rng).run()

@@ -16,8 +16,13 @@ import numpy as np
 
 from pipelines.simulator.model.jobs import Attempt
 
-FB_SHARE = {"training": (0.85, 0.95), "inference": (0.6, 0.8), "notebook": (0.1, 0.4), "batch": (0.3, 0.7),
-            "benchmark": (0.5, 0.6)}
+FB_SHARE = {
+    "training": (0.85, 0.95),
+    "inference": (0.6, 0.8),
+    "notebook": (0.1, 0.4),
+    "batch": (0.3, 0.7),
+    "benchmark": (0.5, 0.6),
+}
 
 
 def attempt_stream(seed: int, attempt: Attempt) -> np.random.Generator:

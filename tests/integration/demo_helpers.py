@@ -47,18 +47,28 @@ class Demo:
 def demo_env(settings: Settings, monkeypatch: pytest.MonkeyPatch, workers: int = 0) -> Iterator[CliRunner]:
     """Environment for the isolated settings (the workers `up` starts inherit it), with ``workers``
     stream workers started in it; every worker of these settings is stopped after."""
-    env = {"KAFKA_BOOTSTRAP_SERVERS": settings.bootstrap_servers, "CLICKHOUSE_URL": settings.clickhouse_endpoint_url,
-           "CLICKHOUSE_USER": settings.clickhouse_user,
-           "CLICKHOUSE_PASSWORD": settings.clickhouse_password.get_secret_value(),
-           "CLICKHOUSE_DATABASE": settings.clickhouse_database, "GPULEDGER_TOPIC_PREFIX": settings.topic_prefix,
-           "GPULEDGER_HOME": str(settings.home)}
+    env = {
+        "KAFKA_BOOTSTRAP_SERVERS": settings.bootstrap_servers,
+        "CLICKHOUSE_URL": settings.clickhouse_endpoint_url,
+        "CLICKHOUSE_USER": settings.clickhouse_user,
+        "CLICKHOUSE_PASSWORD": settings.clickhouse_password.get_secret_value(),
+        "CLICKHOUSE_DATABASE": settings.clickhouse_database,
+        "GPULEDGER_TOPIC_PREFIX": settings.topic_prefix,
+        "GPULEDGER_HOME": str(settings.home),
+    }
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     reset_settings()
     try:
         if workers:  # `gpuledger up` in its own process, as the demo starts them
-            started = subprocess.run([sys.executable, "-m", "pipelines.cli.main", "up", "--workers", str(workers)],
-                                     capture_output=True, text=True, timeout=120, cwd=REPO, check=False)
+            started = subprocess.run(
+                [sys.executable, "-m", "pipelines.cli.main", "up", "--workers", str(workers)],
+                capture_output=True,
+                text=True,
+                timeout=120,
+                cwd=REPO,
+                check=False,
+            )
             assert started.returncode == 0, f"{started.stdout}\n{started.stderr}"
         yield CliRunner()
     finally:
@@ -68,10 +78,23 @@ def demo_env(settings: Settings, monkeypatch: pytest.MonkeyPatch, workers: int =
 
 def run_demo(out: Path, *args: str) -> str:
     """The demo in its own process (it starts stream workers, which outlive it until ``down``)."""
-    argv = [sys.executable, "-m", "pipelines.cli.demo_cmd", "--nodes", "2", "--hours", "2", "--seed", "3",
-            "--out", str(out), *args]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=600, cwd=REPO, env={**os.environ,
-                                                                                           "COLUMNS": "160"})
+    argv = [
+        sys.executable,
+        "-m",
+        "pipelines.cli.demo_cmd",
+        "--nodes",
+        "2",
+        "--hours",
+        "2",
+        "--seed",
+        "3",
+        "--out",
+        str(out),
+        *args,
+    ]
+    done = subprocess.run(
+        argv, capture_output=True, text=True, timeout=600, cwd=REPO, env={**os.environ, "COLUMNS": "160"}
+    )
     assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
     return done.stdout
 

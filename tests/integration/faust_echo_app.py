@@ -20,10 +20,10 @@ app = faust.App(
     topic_disable_leader=True,
     consumer_auto_offset_reset="earliest",
 )
-source = app.topic(os.environ["ECHO_IN"], value_type=bytes, key_type=bytes, value_serializer="raw",
-                   key_serializer="raw")
-sink = app.topic(os.environ["ECHO_OUT"], value_type=bytes, key_type=bytes, value_serializer="raw",
-                 key_serializer="raw")
+source = app.topic(
+    os.environ["ECHO_IN"], value_type=bytes, key_type=bytes, value_serializer="raw", key_serializer="raw"
+)
+sink = app.topic(os.environ["ECHO_OUT"], value_type=bytes, key_type=bytes, value_serializer="raw", key_serializer="raw")
 
 
 @app.agent(source)

@@ -65,7 +65,7 @@ def test_steps_write_each_window_once_with_the_facts_of_one_whole_range(
     assert {tuple(r) for r in rows} == {
         (f["fact_id"], f["gpu_seconds"], f["busy_seconds"], f["energy_joules"]) for f in alone
     }
-    assert any(f["kind"] == "allocated" and float(f["busy_seconds"]) > 0 for f in alone)  # type: ignore[arg-type]
+    assert any(f["kind"] == "allocated" and float(f["busy_seconds"]) > 0 for f in alone)
 
 
 def test_the_current_window_is_not_written_before_it_has_ended(

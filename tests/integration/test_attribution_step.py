@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -25,21 +26,22 @@ HOURS = 14  # many rounds of CHUNK_S (1 h)
 
 
 @pytest.fixture
-def warehouse(isolated_settings: Settings) -> Warehouse:
+def warehouse(isolated_settings: Settings) -> Iterator[Warehouse]:
     apply_migrations(isolated_settings)
     wh = Warehouse(isolated_settings)
-    yield wh  # type: ignore[misc]
+    yield wh
     wh.close()
 
 
 def _ingest(wh: Warehouse, load: Load, rounds: int) -> None:
     batch = [Message(topic, 0, i, value) for i, (topic, _, value) in enumerate(encode(load, 0, rounds))]
     for i in range(0, len(batch), 2000):
-        write_batch(wh, batch[i:i + 2000], publish_dead_letters=lambda letters: None)
+        write_batch(wh, batch[i : i + 2000], publish_dead_letters=lambda letters: None)
 
 
 def test_one_step_attributes_every_node_in_chunks_like_one_node_at_a_time(
-        warehouse: Warehouse, isolated_settings: Settings) -> None:
+    warehouse: Warehouse, isolated_settings: Settings
+) -> None:
     load = Load(nodes=3, interval_s=60)
     rounds = load.rounds_for(HOURS)
     _ingest(warehouse, load, rounds)
@@ -49,7 +51,8 @@ def test_one_step_attributes_every_node_in_chunks_like_one_node_at_a_time(
     assert report.nodes == 3 and report.windows == 3 * windows
 
     rows = warehouse.client.query(
-        "SELECT node, window_start, fact_id, kind, gpu_seconds, busy_seconds FROM current_facts").result_rows
+        "SELECT node, window_start, fact_id, kind, gpu_seconds, busy_seconds FROM current_facts"
+    ).result_rows
     capacity: dict[tuple[str, object], float] = defaultdict(float)
     for node, window, _, _, seconds, _ in rows:
         capacity[(node, window)] += seconds
@@ -58,8 +61,9 @@ def test_one_step_attributes_every_node_in_chunks_like_one_node_at_a_time(
 
     # node-0001 alone, over its whole range at once: the same fact rows, to the last bit
     start = load.start.timestamp()
-    samples = warehouse.samples(CLUSTER, ["node-0001"], to_utc(start - step.LOOKBACK_S),
-                                to_utc(start + HOURS * 3600))["node-0001"]
+    samples = warehouse.samples(CLUSTER, ["node-0001"], to_utc(start - step.LOOKBACK_S), to_utc(start + HOURS * 3600))[
+        "node-0001"
+    ]
     placements = warehouse.placements(CLUSTER, ["node-0001"], to_utc(start), to_utc(start + HOURS * 3600))
     alone = compute_range(CLUSTER, "node-0001", start, start + HOURS * 3600, 60, samples, placements["node-0001"])
     stepped = {(r[2], r[4], r[5]) for r in rows if r[0] == "node-0001"}
@@ -74,8 +78,9 @@ def test_one_step_attributes_every_node_in_chunks_like_one_node_at_a_time(
     assert step.run_step(warehouse, isolated_settings, lambda cluster, node: True).nodes == 0  # nothing due
 
 
-def test_a_redelivered_sample_recomputes_its_node_from_its_time(warehouse: Warehouse,
-                                                                isolated_settings: Settings) -> None:
+def test_a_redelivered_sample_recomputes_its_node_from_its_time(
+    warehouse: Warehouse, isolated_settings: Settings
+) -> None:
     load = Load(nodes=2, interval_s=60)
     _ingest(warehouse, load, 120)
     time.sleep(step.IDLE_FLUSH_S + 0.2)
@@ -92,12 +97,45 @@ def test_due_nodes_read_only_the_activity_after_progress(warehouse: Warehouse) -
     """A long-running deployment: 100,000 processed activity rows of a node stay unread."""
     t = datetime(2026, 11, 1, tzinfo=UTC)
     processed = 100_000
-    warehouse.insert("node_activity", [{"cluster": "c", "node": "n1", "min_time": t, "max_time": t + timedelta(hours=1),
-                                        "allocations": False, "seq": seq} for seq in range(1, processed + 1)])
-    warehouse.insert("attribution_progress", [{"cluster": "c", "node": "n1", "closed_until": t + timedelta(hours=1),
-                                               "processed_seq": processed, "version": 1}])
-    warehouse.insert("node_activity", [{"cluster": "c", "node": "n1", "min_time": t + timedelta(minutes=30),
-                                        "max_time": t + timedelta(hours=2), "allocations": True, "seq": processed + 1}])
+    warehouse.insert(
+        "node_activity",
+        [
+            {
+                "cluster": "c",
+                "node": "n1",
+                "min_time": t,
+                "max_time": t + timedelta(hours=1),
+                "allocations": False,
+                "seq": seq,
+            }
+            for seq in range(1, processed + 1)
+        ],
+    )
+    warehouse.insert(
+        "attribution_progress",
+        [
+            {
+                "cluster": "c",
+                "node": "n1",
+                "closed_until": t + timedelta(hours=1),
+                "processed_seq": processed,
+                "version": 1,
+            }
+        ],
+    )
+    warehouse.insert(
+        "node_activity",
+        [
+            {
+                "cluster": "c",
+                "node": "n1",
+                "min_time": t + timedelta(minutes=30),
+                "max_time": t + timedelta(hours=2),
+                "allocations": True,
+                "seq": processed + 1,
+            }
+        ],
+    )
 
     def due() -> tuple[list[tuple[object, ...]], int]:
         result = warehouse.client.query(load_query("attribution_pending"))
@@ -105,14 +143,25 @@ def test_due_nodes_read_only_the_activity_after_progress(warehouse: Warehouse) -
         return rows, int(result.summary["read_rows"])
 
     rows, read = due()
-    n1 = ("c", "n1", t, t + timedelta(hours=2), processed + 1, 1, t + timedelta(minutes=30), t + timedelta(hours=1),
-          processed)
+    n1 = (
+        "c",
+        "n1",
+        t,
+        t + timedelta(hours=2),
+        processed + 1,
+        1,
+        t + timedelta(minutes=30),
+        t + timedelta(hours=1),
+        processed,
+    )
     assert rows == [n1]
     assert read < 1_000  # not the 100,000 processed rows
     # a node never computed yet: all of its activity is pending (and, until it is computed, every
     # node's activity is read once per step)
-    warehouse.insert("node_activity", [{"cluster": "c", "node": "n2", "min_time": t, "max_time": t,
-                                        "allocations": False, "seq": processed + 2}])
+    warehouse.insert(
+        "node_activity",
+        [{"cluster": "c", "node": "n2", "min_time": t, "max_time": t, "allocations": False, "seq": processed + 2}],
+    )
     rows, read = due()
     assert rows == [n1, ("c", "n2", t, t, processed + 2, 1, t, datetime(1970, 1, 1, tzinfo=UTC), 0)]
     assert read > processed

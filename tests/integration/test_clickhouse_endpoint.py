@@ -85,9 +85,7 @@ def database(
 
 
 @pytest.fixture(scope="module")
-def connect(
-    clickhouse_url: str, clickhouse_credentials: tuple[str, str], database: str
-) -> Iterator[ClientFactory]:
+def connect(clickhouse_url: str, clickhouse_credentials: tuple[str, str], database: str) -> Iterator[ClientFactory]:
     """Makes clients bound to the module's database; closes them at the end."""
     made: list[Client] = []
 
@@ -148,9 +146,7 @@ def typed_rows(n: int, seed: int = 7) -> list[list[Any]]:
 def test_100k_typed_rows_round_trip_exactly(client: Client, database: str) -> None:
     client.command(TYPED_DDL.format(db=database))
     rows = typed_rows(100_000)
-    summary = client.insert(
-        "typed", rows, column_names=["id", "label", "reading", "at", "amount", "counts", "costs"]
-    )
+    summary = client.insert("typed", rows, column_names=["id", "label", "reading", "at", "amount", "counts", "costs"])
     assert summary.written_rows == 100_000
     back = client.query("SELECT * FROM typed ORDER BY id").result_rows
     assert len(back) == len(rows)
@@ -175,8 +171,7 @@ def test_100k_typed_rows_round_trip_exactly(client: Client, database: str) -> No
 def test_server_side_parameters(client: Client) -> None:
     tricky = "tab\tquote'back\\slash\nünï"
     result = client.query(
-        "SELECT {x:UInt32} + 1, {s:String}, length({s:String}), arraySum({a:Array(UInt32)}), "
-        "{d:DateTime64(3, 'UTC')}",
+        "SELECT {x:UInt32} + 1, {s:String}, length({s:String}), arraySum({a:Array(UInt32)}), {d:DateTime64(3, 'UTC')}",
         parameters={"x": 41, "s": tricky, "a": [1, 2, 3], "d": datetime(2024, 1, 2, 3, 4, 5, 678000)},
     ).result_rows[0]
     assert result[:4] == (42, tricky, len(tricky.encode()), 6)
@@ -213,9 +208,7 @@ def test_errors_carry_the_clickhouse_code(client: Client, sql: str, code: int) -
     assert client.command("SELECT 1") == 1  # the connection and session are still usable
 
 
-def test_error_over_plain_http_has_code_header(
-    clickhouse_url: str, clickhouse_credentials: tuple[str, str]
-) -> None:
+def test_error_over_plain_http_has_code_header(clickhouse_url: str, clickhouse_credentials: tuple[str, str]) -> None:
     status, headers, body = http(clickhouse_url, body=b"SELEC 1", auth=clickhouse_credentials)
     assert status >= 400 and headers["X-ClickHouse-Exception-Code"] == "62"
     assert body.startswith(b"Code: 62. DB::Exception:")
@@ -226,9 +219,7 @@ def test_error_over_plain_http_has_code_header(
 
 def test_two_clients_at_once(connect: ClientFactory, database: str) -> None:
     writer, reader = connect(), connect()
-    writer.command(
-        f"CREATE TABLE {database}.concurrent (batch UInt32, n UInt32) ENGINE = MergeTree ORDER BY batch"
-    )
+    writer.command(f"CREATE TABLE {database}.concurrent (batch UInt32, n UInt32) ENGINE = MergeTree ORDER BY batch")
     start = threading.Barrier(2)
     errors: list[BaseException] = []
     sums: list[int] = []
@@ -322,16 +313,14 @@ def test_http_compression_both_ways(
         auth=clickhouse_credentials,
     )
     data = f"INSERT INTO {table} FORMAT TabSeparated\n".encode() + expected
-    encoded = {"gzip": gzip.compress, "zstd": zstandard.ZstdCompressor().compress, "lz4": lz4.frame.compress}[
-        coding
-    ](data)
+    encoded = {"gzip": gzip.compress, "zstd": zstandard.ZstdCompressor().compress, "lz4": lz4.frame.compress}[coding](
+        data
+    )
     status, _, body = http(
         clickhouse_url, body=encoded, headers={"Content-Encoding": coding}, auth=clickhouse_credentials
     )
     assert status == 200, body
-    count = http(
-        clickhouse_url, body=f"SELECT count(), sum(a) FROM {table}".encode(), auth=clickhouse_credentials
-    )
+    count = http(clickhouse_url, body=f"SELECT count(), sum(a) FROM {table}".encode(), auth=clickhouse_credentials)
     assert count[2] == f"5000\t{sum(range(5000))}\n".encode()
 
 

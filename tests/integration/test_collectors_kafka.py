@@ -45,15 +45,23 @@ def _command(tmp_path: Path, fixture: Path, log: str) -> str:
 
 
 def _collect(settings: Settings, tmp_path: Path) -> RunStats:
-    collector = SlurmCommands(cluster="itest", squeue_cmd=_command(tmp_path, SQUEUE, "squeue.log"),
-                              sacct_cmd=_command(tmp_path, SACCT, "sacct.log"))
+    collector = SlurmCommands(
+        cluster="itest",
+        squeue_cmd=_command(tmp_path, SQUEUE, "squeue.log"),
+        sacct_cmd=_command(tmp_path, SACCT, "sacct.log"),
+    )
     with EventProducer(settings) as producer:
         return run(Deduplicated(collector), producer_sink(producer), keep_ids=True)
 
 
 def _consume(settings: Settings, topic: str, expected: int, timeout_s: float = 30.0) -> list[object]:
-    consumer = KafkaConsumer(topic, **settings.kafka_client_config(), auto_offset_reset="earliest",
-                             enable_auto_commit=False, consumer_timeout_ms=1500)
+    consumer = KafkaConsumer(
+        topic,
+        **settings.kafka_client_config(),
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        consumer_timeout_ms=1500,
+    )
     got: list[object] = []
     deadline = time.monotonic() + timeout_s
     try:

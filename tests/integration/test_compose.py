@@ -19,10 +19,23 @@ pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
 COMPOSE = REPO / "infra/compose.yaml"
 BIN = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "gpuledger" / "bin"
-SECRETS = {"CLICKHOUSE_PASSWORD": "writer-pw", "CLICKHOUSE_READER_PASSWORD": "reader-pw",
-           "DAGSTER_PG_PASSWORD": "pg-pw", "GPULEDGER_API_TOKENS": "tok=all"}
-GPULEDGER_ROLES = {"gpuledger-init", "gpuledger", "collector-dcgm", "collector-storage", "collector-kubernetes",
-                   "collector-slurm", "serve", "dagster-webserver", "dagster-daemon"}
+SECRETS = {
+    "CLICKHOUSE_PASSWORD": "writer-pw",
+    "CLICKHOUSE_READER_PASSWORD": "reader-pw",
+    "DAGSTER_PG_PASSWORD": "pg-pw",
+    "GPULEDGER_API_TOKENS": "tok=all",
+}
+GPULEDGER_ROLES = {
+    "gpuledger-init",
+    "gpuledger",
+    "collector-dcgm",
+    "collector-storage",
+    "collector-kubernetes",
+    "collector-slurm",
+    "serve",
+    "dagster-webserver",
+    "dagster-daemon",
+}
 
 
 def load(path: Path, **env: str) -> subprocess.CompletedProcess[str]:
@@ -30,8 +43,9 @@ def load(path: Path, **env: str) -> subprocess.CompletedProcess[str]:
     if not tool.exists():
         pytest.fail(f"{tool} is missing: run bash scripts/setup-tests.sh (scripts/test-setup.d/helm.sh builds it)")
     clean = {k: v for k, v in os.environ.items() if k not in SECRETS and k != "COMPOSE_PROFILES"}
-    return subprocess.run([str(tool), "compose", str(path)], env={**clean, **env}, capture_output=True, text=True,
-                          timeout=60, check=False)
+    return subprocess.run(
+        [str(tool), "compose", str(path)], env={**clean, **env}, capture_output=True, text=True, timeout=60, check=False
+    )
 
 
 @pytest.fixture(scope="module")
@@ -82,12 +96,17 @@ def test_every_password_must_be_given(missing: str) -> None:
     assert len(done.stderr.strip().splitlines()) == 1
 
 
-@pytest.mark.parametrize(("change", "problem"), [
-    (lambda doc: doc["services"]["serve"].update(imagee="x"), "imagee"),
-    (lambda doc: doc.update(servces={}), "servces"),
-    (lambda doc: doc["services"]["gpuledger"].update(depends_on={"nowhere": {"condition": "service_started"}}),
-     "nowhere"),
-])
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        (lambda doc: doc["services"]["serve"].update(imagee="x"), "imagee"),
+        (lambda doc: doc.update(servces={}), "servces"),
+        (
+            lambda doc: doc["services"]["gpuledger"].update(depends_on={"nowhere": {"condition": "service_started"}}),
+            "nowhere",
+        ),
+    ],
+)
 def test_the_loader_refuses_what_docker_refuses(tmp_path: Path, change: Any, problem: str) -> None:
     # a copy beside the files it mounts, so only the change differs
     for item in ("grafana", "prometheus", "dagster"):

@@ -40,34 +40,70 @@ def pipeline(isolated_settings: Settings, tmp_path: Path) -> Iterator[Pipeline]:
 
 
 def _sample(node: str, gpu: str, t: datetime) -> ev.Envelope:
-    return ev.validate({
-        "id": ev.event_id("gpu.sample", "c1", node, t), "source": "dcgm", "type": "gpu.sample",
-        "time": t.isoformat(), "cluster": "c1",
-        "data": {"node": node, "interval_s": 30, "gpus": [
-            {"uuid": gpu, "index": 0, "model": "NVIDIA H100 80GB HBM3", "gr_engine_active": 0.5}]},
-    })
+    return ev.validate(
+        {
+            "id": ev.event_id("gpu.sample", "c1", node, t),
+            "source": "dcgm",
+            "type": "gpu.sample",
+            "time": t.isoformat(),
+            "cluster": "c1",
+            "data": {
+                "node": node,
+                "interval_s": 30,
+                "gpus": [{"uuid": gpu, "index": 0, "model": "NVIDIA H100 80GB HBM3", "gr_engine_active": 0.5}],
+            },
+        }
+    )
 
 
 def _late_allocation(start: datetime, end: datetime) -> ev.Envelope:
-    return ev.validate({
-        "id": ev.event_id("late-alloc", start), "source": "kubernetes", "type": "allocation.ended",
-        "time": end.isoformat(), "cluster": "c1",
-        "data": {"scheduler": "kubernetes", "job_id": "research/train-0", "node": NODE, "state": "ended",
-                 "start_time": start.isoformat(), "end_time": end.isoformat(), "outcome": "success",
-                 "device_ids": [GPU], "gpus": [{"kind": "gpu", "count": 1}],
-                 "owner": {"namespace": "research", "labels": {"team": "llm"}}},
-    })
+    return ev.validate(
+        {
+            "id": ev.event_id("late-alloc", start),
+            "source": "kubernetes",
+            "type": "allocation.ended",
+            "time": end.isoformat(),
+            "cluster": "c1",
+            "data": {
+                "scheduler": "kubernetes",
+                "job_id": "research/train-0",
+                "node": NODE,
+                "state": "ended",
+                "start_time": start.isoformat(),
+                "end_time": end.isoformat(),
+                "outcome": "success",
+                "device_ids": [GPU],
+                "gpus": [{"kind": "gpu", "count": 1}],
+                "owner": {"namespace": "research", "labels": {"team": "llm"}},
+            },
+        }
+    )
 
 
 def _prices(settings: Settings) -> None:
     """The reference data the cost assets need (an H100 rate, no shared costs)."""
     client = get_client(settings)
     try:
-        client.insert("pricing_rates", [["p1", "c1", datetime(2026, 1, 1, tzinfo=UTC), "USD", "H100", 2.5]],
-                      column_names=["event_id", "cluster", "effective_from", "currency", "gpu_model", "hourly_rate"])
-        client.insert("pricing_shared", [["p1", "c1", datetime(2026, 1, 1, tzinfo=UTC), "USD", 0, 0, 0, 0, "spread"]],
-                      column_names=["event_id", "cluster", "effective_from", "currency", "network", "storage",
-                                    "support", "operations", "idle_policy"])
+        client.insert(
+            "pricing_rates",
+            [["p1", "c1", datetime(2026, 1, 1, tzinfo=UTC), "USD", "H100", 2.5]],
+            column_names=["event_id", "cluster", "effective_from", "currency", "gpu_model", "hourly_rate"],
+        )
+        client.insert(
+            "pricing_shared",
+            [["p1", "c1", datetime(2026, 1, 1, tzinfo=UTC), "USD", 0, 0, 0, 0, "spread"]],
+            column_names=[
+                "event_id",
+                "cluster",
+                "effective_from",
+                "currency",
+                "network",
+                "storage",
+                "support",
+                "operations",
+                "idle_policy",
+            ],
+        )
     finally:
         client.close()
 
@@ -75,8 +111,11 @@ def _prices(settings: Settings) -> None:
 def _team_seconds(settings: Settings, day: datetime) -> dict[str, float]:
     client = get_client(settings)
     try:
-        rows = client.query("SELECT if(kind = 'allocated', team, kind), sum(gpu_seconds) FROM gpu_usage_daily "
-                            "WHERE day = {day:Date} GROUP BY 1", parameters={"day": day.date()}).result_rows
+        rows = client.query(
+            "SELECT if(kind = 'allocated', team, kind), sum(gpu_seconds) FROM gpu_usage_daily "
+            "WHERE day = {day:Date} GROUP BY 1",
+            parameters={"day": day.date()},
+        ).result_rows
     finally:
         client.close()
     return {str(k): float(v) for k, v in rows}
@@ -87,21 +126,35 @@ def _requested(result: dg.SensorResult) -> list[tuple[str | None, str | None]]:
 
 
 def _evaluate(settings: Settings, instance: dg.DagsterInstance, cursor: str | None) -> dg.SensorResult:
-    with dg.build_sensor_context(instance=instance, cursor=cursor,
-                                 resources={"clickhouse": ClickHouseResource.from_settings(settings)}) as context:
+    with dg.build_sensor_context(
+        instance=instance, cursor=cursor, resources={"clickhouse": ClickHouseResource.from_settings(settings)}
+    ) as context:
         result = late_data_sensor(context)
     assert isinstance(result, dg.SensorResult)
     return result
 
 
-def _run(settings: Settings, instance: dg.DagsterInstance, job_name: str, partition_key: str,
-         tags: dict[str, str] | None = None) -> dg.ExecuteInProcessResult:
+def _run(
+    settings: Settings,
+    instance: dg.DagsterInstance,
+    job_name: str,
+    partition_key: str,
+    tags: dict[str, str] | None = None,
+) -> dg.ExecuteInProcessResult:
     """What the daemon launches for a run request: the code location's job, its checks included."""
-    local = dg.Definitions(assets=defs.assets, asset_checks=defs.asset_checks, jobs=defs.jobs,
-                           resources={**default_resources(), "clickhouse": ClickHouseResource.from_settings(settings),
-                                      "exports": ExportResource(out_dir=str(settings.home / "exports"))})
-    result = local.resolve_job_def(job_name).execute_in_process(partition_key=partition_key, instance=instance,
-                                                                tags=tags)
+    local = dg.Definitions(
+        assets=defs.assets,
+        asset_checks=defs.asset_checks,
+        jobs=defs.jobs,
+        resources={
+            **default_resources(),
+            "clickhouse": ClickHouseResource.from_settings(settings),
+            "exports": ExportResource(out_dir=str(settings.home / "exports")),
+        },
+    )
+    result = local.resolve_job_def(job_name).execute_in_process(
+        partition_key=partition_key, instance=instance, tags=tags
+    )
     assert result.success
     return result
 
@@ -122,7 +175,8 @@ def test_a_late_correction_rematerializes_its_closed_day(pipeline: Pipeline) -> 
         for day in (DAY, OTHER):
             checked = _run(settings, instance, "daily_assets_job", day.date().isoformat())
             assert {e.metadata["partition"].value for e in checked.get_asset_check_evaluations()} == {
-                day.date().isoformat()}  # each check ran on the run's partition
+                day.date().isoformat()
+            }  # each check ran on the run's partition
         before, other = _team_seconds(settings, DAY), _team_seconds(settings, OTHER)
         assert before == {"unallocated": pytest.approx(1200.0)}
 
@@ -145,8 +199,7 @@ def test_a_late_correction_rematerializes_its_closed_day(pipeline: Pipeline) -> 
         [daily] = [r for r in late.run_requests or [] if r.job_name == "daily_assets_job"]
         assert daily.partition_key is not None
         _run(settings, instance, daily.job_name or "", daily.partition_key, dict(daily.tags))
-        assert _team_seconds(settings, DAY) == {"llm": pytest.approx(600.0),
-                                                "unallocated": pytest.approx(600.0)}
+        assert _team_seconds(settings, DAY) == {"llm": pytest.approx(600.0), "unallocated": pytest.approx(600.0)}
         assert _team_seconds(settings, OTHER) == other
 
         assert _requested(_evaluate(settings, instance, late.cursor)) == []  # each change acts once

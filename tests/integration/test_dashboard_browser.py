@@ -20,9 +20,19 @@ CHARTS = {"cost-by-bu", "hourly-bu", "utilization", "failure-burn", "queue", "un
 def chromium(profile: Path, *args: str) -> subprocess.CompletedProcess[str]:
     binary = shutil.which("chromium")
     assert binary, "chromium is not installed (bash scripts/setup-tests.sh installs Debian's chromium package)"
-    argv = [binary, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-            "--disable-background-networking", "--disable-component-update", "--disable-sync",
-            f"--user-data-dir={profile}", *args]
+    argv = [
+        binary,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={profile}",
+        *args,
+    ]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     return done

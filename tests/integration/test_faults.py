@@ -54,9 +54,13 @@ def _settings(endpoints: Endpoints, home: Path, **overrides: Any) -> Settings:
     tag = uuid.uuid4().hex[:10]
     home.mkdir(parents=True, exist_ok=True)
     base: dict[str, Any] = {
-        "kafka_bootstrap_servers": endpoints.kafka_bootstrap, "clickhouse_url": endpoints.clickhouse_url,
-        "clickhouse_user": endpoints.clickhouse_user, "clickhouse_password": endpoints.clickhouse_password,
-        "clickhouse_database": f"test_{tag}", "topic_prefix": f"test-{tag}.", "home": home,
+        "kafka_bootstrap_servers": endpoints.kafka_bootstrap,
+        "clickhouse_url": endpoints.clickhouse_url,
+        "clickhouse_user": endpoints.clickhouse_user,
+        "clickhouse_password": endpoints.clickhouse_password,
+        "clickhouse_database": f"test_{tag}",
+        "topic_prefix": f"test-{tag}.",
+        "home": home,
     }
     return Settings(**{**base, **overrides})
 
@@ -81,8 +85,9 @@ def messages() -> list[Message]:
 
 
 @pytest.fixture(scope="module")
-def clean_digest(endpoints: Endpoints, messages: list[Message],
-                 tmp_path_factory: pytest.TempPathFactory) -> list[tuple[Any, ...]]:
+def clean_digest(
+    endpoints: Endpoints, messages: list[Message], tmp_path_factory: pytest.TempPathFactory
+) -> list[tuple[Any, ...]]:
     home = tmp_path_factory.mktemp("clean")
     pipeline = Pipeline(_settings(endpoints, home), home)
     try:
@@ -111,8 +116,14 @@ def _half_then_rest(pipeline: Pipeline, messages: list[Message], fault: Any) -> 
 def private_broker(tmp_path: Path, endpoints: Endpoints) -> Iterator[tuple[Settings, Any]]:
     """A broker of our own (own home, ports and data), so stopping it disturbs no other test."""
     home = tmp_path / "home"
-    settings = _settings(endpoints, home, kafka_bootstrap_servers=None, kafka_port=_free_port(),
-                         kafka_controller_port=_free_port(), kafka_heap="384m")
+    settings = _settings(
+        endpoints,
+        home,
+        kafka_bootstrap_servers=None,
+        kafka_port=_free_port(),
+        kafka_controller_port=_free_port(),
+        kafka_heap="384m",
+    )
     service = broker_service(settings)
     start(service)
     try:
@@ -124,11 +135,12 @@ def private_broker(tmp_path: Path, endpoints: Endpoints) -> Iterator[tuple[Setti
 # infra.process.start leaves the broker's Popen handle behind on purpose (the pid file tracks it)
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 def test_broker_restart_during_ingestion_loses_and_duplicates_nothing(
-        private_broker: tuple[Settings, Any], messages: list[Message],
-        clean_digest: list[tuple[Any, ...]], tmp_path: Path) -> None:
+    private_broker: tuple[Settings, Any], messages: list[Message], clean_digest: list[tuple[Any, ...]], tmp_path: Path
+) -> None:
     settings, service = private_broker
     pipeline = Pipeline(settings, tmp_path)
     try:
+
         def bounce() -> None:
             stop(service)
             time.sleep(2)
@@ -149,14 +161,17 @@ def test_broker_restart_during_ingestion_loses_and_duplicates_nothing(
 
 
 def test_clickhouse_restart_during_the_sink_is_retried_and_loses_nothing(
-        endpoints: Endpoints, messages: list[Message], clean_digest: list[tuple[Any, ...]], tmp_path: Path) -> None:
+    endpoints: Endpoints, messages: list[Message], clean_digest: list[tuple[Any, ...]], tmp_path: Path
+) -> None:
     data, port = tmp_path / "chdb", _free_port()
     env = {k: v for k, v in os.environ.items() if "CLICKHOUSE" not in k}
     endpoint = [EndpointProcess(data, env=env, args=("--port", str(port)))]
-    settings = _settings(endpoints, tmp_path / "home", clickhouse_url=endpoint[0].url, clickhouse_user="default",
-                         clickhouse_password="")
+    settings = _settings(
+        endpoints, tmp_path / "home", clickhouse_url=endpoint[0].url, clickhouse_user="default", clickhouse_password=""
+    )
     pipeline = Pipeline(settings, tmp_path)
     try:
+
         def crash_and_restart() -> None:
             endpoint[0].proc.kill()
             endpoint[0].stop()
@@ -191,7 +206,8 @@ def malformed(i: int) -> bytes:
 
 
 def test_ten_thousand_malformed_messages_are_dead_letters_and_the_good_ones_are_attributed(
-        endpoints: Endpoints, messages: list[Message], clean_digest: list[tuple[Any, ...]], tmp_path: Path) -> None:
+    endpoints: Endpoints, messages: list[Message], clean_digest: list[tuple[Any, ...]], tmp_path: Path
+) -> None:
     pipeline = Pipeline(_settings(endpoints, tmp_path), tmp_path)
     settings = pipeline.settings
     try:
@@ -201,8 +217,9 @@ def test_ten_thousand_malformed_messages_are_dead_letters_and_the_good_ones_are_
                 producer.send_raw(physical_name(topic, settings), key, value)
                 for bad in range(n * BAD // len(messages), (n + 1) * BAD // len(messages)):
                     target = GPU_METRICS if bad % 3 else SCHEDULER_ALLOCATIONS
-                    producer.send_raw(physical_name(target, settings), node_key("bench", f"x{bad % 11}"),
-                                      malformed(bad))
+                    producer.send_raw(
+                        physical_name(target, settings), node_key("bench", f"x{bad % 11}"), malformed(bad)
+                    )
         pipeline.wait(timeout_s=180)
         assert pipeline.facts_digest() == clean_digest
         # the worker writes dead letters to <topic>.dlq as it goes; the dlq sink copies them in
@@ -212,16 +229,23 @@ def test_ten_thousand_malformed_messages_are_dead_letters_and_the_good_ones_are_
         assert pipeline.workers[0].poll() is None
         later = LOAD.round_time(ROUNDS + 10)
         with EventProducer(settings) as producer:
-            producer.send_raw(physical_name(GPU_METRICS, settings), node_key("bench", "node-0000"),
-                              sample_message(LOAD, 0, ROUNDS + 10))
-        wait_for(lambda: _count(settings, "SELECT count() FROM gpu_samples WHERE time = "
-                                f"'{later:%Y-%m-%d %H:%M:%S}'") == 8, 60, "a good message after the garbage")
+            producer.send_raw(
+                physical_name(GPU_METRICS, settings),
+                node_key("bench", "node-0000"),
+                sample_message(LOAD, 0, ROUNDS + 10),
+            )
+        wait_for(
+            lambda: _count(settings, f"SELECT count() FROM gpu_samples WHERE time = '{later:%Y-%m-%d %H:%M:%S}'") == 8,
+            60,
+            "a good message after the garbage",
+        )
     finally:
         pipeline.stop_all()
 
 
 def test_an_overloaded_warehouse_is_waited_out_without_dead_letters(
-        endpoints: Endpoints, messages: list[Message], clean_digest: list[tuple[Any, ...]], tmp_path: Path) -> None:
+    endpoints: Endpoints, messages: list[Message], clean_digest: list[tuple[Any, ...]], tmp_path: Path
+) -> None:
     """The endpoint answers TOO_MANY_SIMULTANEOUS_QUERIES, MEMORY_LIMIT_EXCEEDED, TIMEOUT_EXCEEDED
     and a bare 503 for 10 s mid-stream: every batch waits and is written once it passes."""
     proxy = FaultProxy(endpoints.clickhouse_url)
@@ -242,7 +266,8 @@ def test_an_overloaded_warehouse_is_waited_out_without_dead_letters(
 
 
 def test_a_warehouse_without_the_tables_stops_the_worker_loudly(
-        endpoints: Endpoints, messages: list[Message], tmp_path: Path) -> None:
+    endpoints: Endpoints, messages: list[Message], tmp_path: Path
+) -> None:
     """A schema error is not a bad message: nothing becomes a dead letter, the worker exits naming it."""
     pipeline = Pipeline(_settings(endpoints, tmp_path), tmp_path)
     try:

@@ -66,6 +66,7 @@ class Verdict:
 @dataclass
 class Trap:
     """A local listener that every proxy variable points at: whoever connects is noted, never served."""
+
     url: str
     seen: list[str]
 
@@ -106,14 +107,35 @@ def validate(files: list[Path], workdir: Path, proxy: str) -> dict[Path, Verdict
     site = next((HOME / "venv" / "lib").glob("python3.*/site-packages"))
     workdir.mkdir(parents=True)
     (workdir / "focus_validator").symlink_to(site / "focus_validator", target_is_directory=True)
-    env = {**os.environ, **{k: proxy for k in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy",
-                                               "https_proxy", "all_proxy")}, "NO_PROXY": "", "no_proxy": ""}
-    calls = [["--block-download", "--validate-version", "1.2", "--data-file", str(data),
-              "--output-type", "unittest", "--output-destination", str(workdir / f"{data.name}.xml")]
-             for data in files]
+    env = {
+        **os.environ,
+        **{k: proxy for k in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")},
+        "NO_PROXY": "",
+        "no_proxy": "",
+    }
+    calls = [
+        [
+            "--block-download",
+            "--validate-version",
+            "1.2",
+            "--data-file",
+            str(data),
+            "--output-type",
+            "unittest",
+            "--output-destination",
+            str(workdir / f"{data.name}.xml"),
+        ]
+        for data in files
+    ]
     outcomes = workdir / "outcomes.json"
-    done = subprocess.run([str(VALIDATOR.with_name("python")), "-c", RUNNER, json.dumps(calls), str(outcomes)],
-                          cwd=workdir, env=env, capture_output=True, text=True, timeout=300 * len(files))
+    done = subprocess.run(
+        [str(VALIDATOR.with_name("python")), "-c", RUNNER, json.dumps(calls), str(outcomes)],
+        cwd=workdir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300 * len(files),
+    )
     assert done.returncode == 0 and outcomes.exists(), f"{done.stdout}\n{done.stderr}"
     raised = json.loads(outcomes.read_text())
     return {data: _verdict(data, workdir / f"{data.name}.xml", raised[str(data)]) for data in files}
@@ -127,8 +149,11 @@ def _verdict(data: Path, report: Path, raised: str) -> Verdict:
     suites = ET.parse(report).getroot()
     for case in suites.iter("testcase"):
         rule = case.get("name", "").split(" :: ")[0]
-        bucket = failed if case.find("failure") is not None or case.find("error") is not None else (
-            skipped if case.find("skipped") is not None else passed)
+        bucket = (
+            failed
+            if case.find("failure") is not None or case.find("error") is not None
+            else (skipped if case.find("skipped") is not None else passed)
+        )
         bucket.add(rule)
     assert int(suites.get("tests", -1)) == len(passed) + len(failed) + len(skipped)
     return Verdict(frozenset(passed), frozenset(failed), frozenset(skipped))
@@ -136,8 +161,10 @@ def _verdict(data: Path, report: Path, raised: str) -> Verdict:
 
 def test_every_demo_chargeback_file_passes_the_focus_validator(demo: Demo, tmp_path: Path, no_network: Trap) -> None:
     if not VALIDATOR.exists():
-        pytest.fail(f"focus-validator is not installed at {VALIDATOR}: run bash scripts/test-setup.d/focus-validator.sh",
-                    pytrace=False)
+        pytest.fail(
+            f"focus-validator is not installed at {VALIDATOR}: run bash scripts/test-setup.d/focus-validator.sh",
+            pytrace=False,
+        )
     files = sorted(demo.out.glob("focus-chargeback-*"))
     assert {f.suffix for f in files} == {".csv", ".parquet"} and len(files) >= 6  # all rows + per business unit
     halves = [files[0::2], files[1::2]]  # two cores: two processes, each file in one of them

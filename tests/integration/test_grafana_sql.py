@@ -44,8 +44,9 @@ def percentencode(values: list[str]) -> list[str]:
         "process.stdout.write(JSON.stringify(v.map(s => encodeURIComponent(s)"
         ".replace(/[!'()*]/g, c => '%' + c.charCodeAt(0).toString(16).toUpperCase()))));"
     )
-    done = subprocess.run(["node", "-e", script], input=json.dumps(values), capture_output=True, text=True,
-                          check=True, timeout=60)
+    done = subprocess.run(
+        ["node", "-e", script], input=json.dumps(values), capture_output=True, text=True, check=True, timeout=60
+    )
     return list(json.loads(done.stdout))
 
 
@@ -71,8 +72,9 @@ def endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EndpointProce
 
 def connect(endpoint: EndpointProcess, user: str, password: str) -> Client:
     port = int(endpoint.url.rsplit(":", 1)[1])
-    return clickhouse_connect.get_client(host="127.0.0.1", port=port, username=user, password=password,
-                                         database="gpuledger")
+    return clickhouse_connect.get_client(
+        host="127.0.0.1", port=port, username=user, password=password, database="gpuledger"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +87,8 @@ def clients(endpoint: EndpointProcess) -> Iterator[tuple[Client, Client]]:
     writer.command(
         "INSERT INTO benchmark_runs (event_id, time, cluster, run_id, collective, ranks, ok) VALUES "
         "('e1', '2026-09-25 00:00:00', 'east', 'r1', 'all_reduce', 16, true), "
-        "('e2', '2026-09-26 00:00:00', 'west', 'r2', 'all_reduce', 16, true)")
+        "('e2', '2026-09-26 00:00:00', 'west', 'r2', 'all_reduce', 16, true)"
+    )
     reader = connect(endpoint, READER, READER_PW)
     yield writer, reader
     for client in (reader, writer, admin):
@@ -124,18 +127,22 @@ def test_sqlstring_would_let_a_backslash_rewrite_the_query(clients: tuple[Client
     value = "\\' OR 1=1 --"
     naive = f"SELECT count() FROM benchmark_runs WHERE cluster = {sqlstring(value)}\n"
     assert reader.query(naive).result_rows[0][0] == 2  # every cluster's rows: the filter was rewritten
-    safe = ("SELECT count() FROM benchmark_runs WHERE cluster = "
-            + interpolate(grafana.CLUSTER, percentencode([value])[0]))
+    safe = "SELECT count() FROM benchmark_runs WHERE cluster = " + interpolate(
+        grafana.CLUSTER, percentencode([value])[0]
+    )
     assert reader.query(safe).result_rows[0][0] == 0
 
 
-@pytest.mark.parametrize("statement", [
-    "DROP TABLE benchmark_runs",
-    "INSERT INTO benchmark_runs (event_id, cluster) VALUES ('x', 'x')",
-    "SELECT count() FROM file('/etc/passwd', 'LineAsString')",
-    "SET readonly = 0",
-    "CREATE TABLE stolen ENGINE = Memory AS SELECT 1",
-])
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "DROP TABLE benchmark_runs",
+        "INSERT INTO benchmark_runs (event_id, cluster) VALUES ('x', 'x')",
+        "SELECT count() FROM file('/etc/passwd', 'LineAsString')",
+        "SET readonly = 0",
+        "CREATE TABLE stolen ENGINE = Memory AS SELECT 1",
+    ],
+)
 def test_the_reader_cannot_write_change_settings_or_read_files(clients: tuple[Client, Client], statement: str) -> None:
     writer, reader = clients
     with pytest.raises(DatabaseError, match="readonly|READONLY|Code: 164"):

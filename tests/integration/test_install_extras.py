@@ -53,23 +53,38 @@ def collect_venv() -> Iterator[Path]:
             shutil.rmtree(CACHE, ignore_errors=True)
             subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
         done = subprocess.run(
-            [str(venv / "bin/python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-             "-c", str(REPO / "requirements.lock"), f"{REPO}[collect]"],
-            capture_output=True, text=True, timeout=900, check=False)
+            [
+                str(venv / "bin/python"),
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "--disable-pip-version-check",
+                "-c",
+                str(REPO / "requirements.lock"),
+                f"{REPO}[collect]",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=900,
+            check=False,
+        )
         assert done.returncode == 0, done.stderr[-3000:]
         made.write_text(key)  # written only after an install succeeded
         yield venv
 
 
 def gpuledger(venv: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(venv / "bin/gpuledger"), *args], capture_output=True, text=True, timeout=120,
-                          cwd=venv.parent, check=False)
+    return subprocess.run(
+        [str(venv / "bin/gpuledger"), *args], capture_output=True, text=True, timeout=120, cwd=venv.parent, check=False
+    )
 
 
 def test_no_other_role_is_installed(collect_venv: Path) -> None:
     probe = f"import importlib.util as u, json; print(json.dumps([m for m in {ABSENT!r} if u.find_spec(m)]))"
-    found = subprocess.run([str(collect_venv / "bin/python"), "-c", probe], capture_output=True, text=True,
-                           check=True, timeout=60)
+    found = subprocess.run(
+        [str(collect_venv / "bin/python"), "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
     assert json.loads(found.stdout) == []
 
 
@@ -80,14 +95,27 @@ def test_the_collectors_help(collect_venv: Path, collector: str) -> None:
     assert "Usage" in done.stdout and collector in done.stdout
 
 
-@pytest.mark.parametrize(("source", "fixture"), [
-    ("dcgm", "dcgm/exporter_4x_timestamps.prom"),
-    ("slurm", "slurm/sacct_v0041.json"),
-    ("kubernetes", "kubernetes/pods_snapshot.json"),
-])
+@pytest.mark.parametrize(
+    ("source", "fixture"),
+    [
+        ("dcgm", "dcgm/exporter_4x_timestamps.prom"),
+        ("slurm", "slurm/sacct_v0041.json"),
+        ("kubernetes", "kubernetes/pods_snapshot.json"),
+    ],
+)
 def test_a_dry_run_ingest(collect_venv: Path, source: str, fixture: str) -> None:
-    done = gpuledger(collect_venv, "ingest", source, "--file", str(REPO / "tests/fixtures" / fixture),
-                     "--cluster", "c1", "--dry-run", "--format", "json")
+    done = gpuledger(
+        collect_venv,
+        "ingest",
+        source,
+        "--file",
+        str(REPO / "tests/fixtures" / fixture),
+        "--cluster",
+        "c1",
+        "--dry-run",
+        "--format",
+        "json",
+    )
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)
     assert summary["dry_run"] is True and summary["events"] > 0 and summary["dead_letters"] == 0

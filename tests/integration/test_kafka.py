@@ -24,18 +24,32 @@ pytestmark = pytest.mark.integration
 
 def _sample_event(node: str, minute: int) -> ev.Envelope:
     t = datetime(2026, 11, 2, 10, 0, tzinfo=UTC) + timedelta(minutes=minute)
-    return ev.validate({
-        "id": ev.event_id("gpu.sample", "c1", node, t), "source": "dcgm", "type": "gpu.sample",
-        "time": t.isoformat(), "cluster": "c1",
-        "data": {"node": node, "interval_s": 30, "gpus": [
-            {"uuid": f"GPU-{node}-{i}", "index": i, "gr_engine_active": 0.5} for i in range(8)]},
-    })
+    return ev.validate(
+        {
+            "id": ev.event_id("gpu.sample", "c1", node, t),
+            "source": "dcgm",
+            "type": "gpu.sample",
+            "time": t.isoformat(),
+            "cluster": "c1",
+            "data": {
+                "node": node,
+                "interval_s": 30,
+                "gpus": [{"uuid": f"GPU-{node}-{i}", "index": i, "gr_engine_active": 0.5} for i in range(8)],
+            },
+        }
+    )
 
 
-def _consume_all(settings: Settings, topic: str, expected: int, timeout_s: float = 30.0,
-                 proc: subprocess.Popen[bytes] | None = None) -> list[object]:
-    consumer = KafkaConsumer(topic, **settings.kafka_client_config(), auto_offset_reset="earliest",
-                             enable_auto_commit=False, consumer_timeout_ms=2000)
+def _consume_all(
+    settings: Settings, topic: str, expected: int, timeout_s: float = 30.0, proc: subprocess.Popen[bytes] | None = None
+) -> list[object]:
+    consumer = KafkaConsumer(
+        topic,
+        **settings.kafka_client_config(),
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        consumer_timeout_ms=2000,
+    )
     got: list[object] = []
     deadline = time.monotonic() + timeout_s
     try:
@@ -68,8 +82,9 @@ def test_produce_consume_events_and_dead_letters(isolated_settings: Settings) ->
     with EventProducer(isolated_settings) as producer:
         for event in sent:
             producer.publish(event)
-        producer.dead_letter(ev.DeadLetter.build(topic="gpu.metrics", source="dcgm", reason="ratio 1.7 > 1",
-                                                 raw=b"\xff broken"))
+        producer.dead_letter(
+            ev.DeadLetter.build(topic="gpu.metrics", source="dcgm", reason="ratio 1.7 > 1", raw=b"\xff broken")
+        )
     topic = physical_name(GPU_METRICS, isolated_settings)
     records = _consume_all(isolated_settings, topic, len(sent))
     decoded = {ev.decode(r.value).id: r for r in records}  # type: ignore[attr-defined]
@@ -93,12 +108,28 @@ def test_faust_agent_round_trip(isolated_settings: Settings, tmp_path: Path) -> 
         admin.create_topics([NewTopic(source, 2, 1), NewTopic(sink, 2, 1)])
     finally:
         admin.close()
-    env = {**os.environ, "ECHO_BROKER": isolated_settings.bootstrap_servers, "ECHO_IN": source,
-           "ECHO_OUT": sink, "ECHO_DATADIR": str(tmp_path / "faust")}
+    env = {
+        **os.environ,
+        "ECHO_BROKER": isolated_settings.bootstrap_servers,
+        "ECHO_IN": source,
+        "ECHO_OUT": sink,
+        "ECHO_DATADIR": str(tmp_path / "faust"),
+    }
     worker = subprocess.Popen(
-        [sys.executable, "-m", "faust", "-A", "tests.integration.faust_echo_app", "worker", "-l", "warn",
-         "--without-web"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        [
+            sys.executable,
+            "-m",
+            "faust",
+            "-A",
+            "tests.integration.faust_echo_app",
+            "worker",
+            "-l",
+            "warn",
+            "--without-web",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
     )
     try:
         producer = EventProducer(isolated_settings)

@@ -39,8 +39,12 @@ pytestmark = [pytest.mark.integration, pytest.mark.filterwarnings("ignore::pytes
 REPO = Path(__file__).resolve().parents[2]
 NODES, ROUNDS = 2, 20
 # what a worker would inherit from the shell that ran `up`: each value wrong for the broker
-AMBIENT = {"KAFKA_SECURITY_PROTOCOL": "PLAINTEXT", "KAFKA_SASL_MECHANISM": "SCRAM-SHA-256",
-           "KAFKA_SASL_USERNAME": "someone-else", "KAFKA_SASL_PASSWORD": "not-the-password"}
+AMBIENT = {
+    "KAFKA_SECURITY_PROTOCOL": "PLAINTEXT",
+    "KAFKA_SASL_MECHANISM": "SCRAM-SHA-256",
+    "KAFKA_SASL_USERNAME": "someone-else",
+    "KAFKA_SASL_PASSWORD": "not-the-password",
+}
 OWN_PREFIXES = ("KAFKA_", "CLICKHOUSE_", "GPULEDGER_")
 
 
@@ -59,11 +63,19 @@ def scram(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
         for key, value in AMBIENT.items():
             env.setenv(key, value)
         settings = Settings(
-            home=tmp_path_factory.mktemp("scram"), kafka_bootstrap_servers=None, clickhouse_url=None,
-            kafka_port=_free_port(), kafka_controller_port=_free_port(), kafka_internal_port=_free_port(),
-            clickhouse_port=_free_port(), kafka_heap="384m", kafka_security_protocol="SASL_PLAINTEXT",
-            kafka_sasl_mechanism="SCRAM-SHA-512", kafka_sasl_username="gpuledger",
-            kafka_sasl_password=SecretStr(f"s3cret-{tag}"), clickhouse_database=f"test_{tag}",
+            home=tmp_path_factory.mktemp("scram"),
+            kafka_bootstrap_servers=None,
+            clickhouse_url=None,
+            kafka_port=_free_port(),
+            kafka_controller_port=_free_port(),
+            kafka_internal_port=_free_port(),
+            clickhouse_port=_free_port(),
+            kafka_heap="384m",
+            kafka_security_protocol="SASL_PLAINTEXT",
+            kafka_sasl_mechanism="SCRAM-SHA-512",
+            kafka_sasl_username="gpuledger",
+            kafka_sasl_password=SecretStr(f"s3cret-{tag}"),
+            clickhouse_database=f"test_{tag}",
             topic_prefix=f"test-{tag}.",
         )
         try:
@@ -75,9 +87,15 @@ def scram(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
 
 def _cli(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
     """``gpuledger`` with exactly these settings (``process_env``) over the test's environment."""
-    return subprocess.run([sys.executable, "-m", "pipelines.cli.main", *args],
-                          env={**os.environ, **settings.process_env()}, capture_output=True, text=True,
-                          timeout=80, cwd=REPO, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "pipelines.cli.main", *args],
+        env={**os.environ, **settings.process_env()},
+        capture_output=True,
+        text=True,
+        timeout=80,
+        cwd=REPO,
+        check=False,
+    )
 
 
 def _gpu_sample_rows(settings: Settings) -> int:

@@ -42,8 +42,14 @@ PORTS = {"KUBE_ETCD_PORT": "12379", "KUBE_ETCD_PEER_PORT": "12380", "KUBE_PORT":
 def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
     state = tmp_path_factory.mktemp("kubernetes")
     env = {**os.environ, "KUBE_DIR": str(state), **PORTS}
-    started = subprocess.run(["bash", str(REPO / "infra/kubernetes/start.sh")], env=env, capture_output=True,
-                             text=True, timeout=300, check=False)
+    started = subprocess.run(
+        ["bash", str(REPO / "infra/kubernetes/start.sh")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     control = None
     try:
         assert started.returncode == 0, started.stdout + started.stderr
@@ -61,11 +67,17 @@ def collector_kubeconfigs(plane: ControlPlane, tmp_path_factory: pytest.TempPath
     """Kubeconfigs of the chart's collector ServiceAccount: for the API server with the watch cache
     ("cached") and for the one reading etcd directly ("direct")."""
     home = tmp_path_factory.mktemp("helm")
-    env = {**os.environ, "HELM_CACHE_HOME": str(home / "c"), "HELM_CONFIG_HOME": str(home / "f"),
-           "HELM_DATA_HOME": str(home / "d")}
+    env = {
+        **os.environ,
+        "HELM_CACHE_HOME": str(home / "c"),
+        "HELM_CONFIG_HOME": str(home / "f"),
+        "HELM_DATA_HOME": str(home / "d"),
+    }
     namespace, account = plane.chart_service_account(env)
-    return {name: plane.token_kubeconfig(namespace, account, home / f"{name}.kubeconfig", port=int(PORTS[port]))
-            for name, port in (("cached", "KUBE_PORT"), ("direct", "KUBE_DIRECT_PORT"))}
+    return {
+        name: plane.token_kubeconfig(namespace, account, home / f"{name}.kubeconfig", port=int(PORTS[port]))
+        for name, port in (("cached", "KUBE_PORT"), ("direct", "KUBE_DIRECT_PORT"))
+    }
 
 
 def wait(what: str, predicate: Callable[[], bool], timeout_s: float = 60.0) -> None:
@@ -80,16 +92,29 @@ def consume(settings: Settings) -> list[ev.Envelope]:
 
 
 def cli(settings: Settings, kubeconfig: Path, *args: str) -> list[str]:
-    return [str(REPO / ".venv/bin/gpuledger"), "collect", "kubernetes", "--kubeconfig", str(kubeconfig),
-            "--cluster", CLUSTER, *args]
+    return [
+        str(REPO / ".venv/bin/gpuledger"),
+        "collect",
+        "kubernetes",
+        "--kubeconfig",
+        str(kubeconfig),
+        "--cluster",
+        CLUSTER,
+        *args,
+    ]
 
 
 def run_once(settings: Settings, kubeconfig: Path, *args: str) -> dict[str, Any]:
-    done = subprocess.run(cli(settings, kubeconfig, "--once", "--format", "json", *args),
-                          env={**os.environ, **settings.process_env()}, capture_output=True, text=True, timeout=120,
-                          check=False)
+    done = subprocess.run(
+        cli(settings, kubeconfig, "--once", "--format", "json", *args),
+        env={**os.environ, **settings.process_env()},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
-    summary: dict[str, Any] = json.loads(done.stdout[done.stdout.index("{"):])
+    summary: dict[str, Any] = json.loads(done.stdout[done.stdout.index("{") :])
     return summary
 
 
@@ -99,19 +124,25 @@ def parse_time(text: str) -> datetime:
 
 def by_job(events: list[ev.Envelope], job_id: str, kind: str) -> list[Any]:
     unique = {e.id: e for e in events}.values()
-    return sorted((e.data for e in unique if e.type == kind and getattr(e.data, "job_id", None) == job_id),
-                  key=lambda d: d.attempt)
+    return sorted(
+        (e.data for e in unique if e.type == kind and getattr(e.data, "job_id", None) == job_id),
+        key=lambda d: d.attempt,
+    )
 
 
-def test_the_chart_rbac_reads_pods_and_nodes_and_nothing_else(plane: ControlPlane,
-                                                             collector_kubeconfigs: dict[str, Path]) -> None:
+def test_the_chart_rbac_reads_pods_and_nodes_and_nothing_else(
+    plane: ControlPlane, collector_kubeconfigs: dict[str, Path]
+) -> None:
     api = core_api(kubeconfig=str(collector_kubeconfigs["cached"]))
     try:
         api.list_pod_for_all_namespaces(limit=1)
         api.list_node(limit=1)
-        for forbidden in (lambda: api.list_secret_for_all_namespaces(limit=1),
-                          lambda: api.create_namespaced_pod("default", {"metadata": {"name": "x"}, "spec": {
-                              "containers": [{"name": "c", "image": "i"}]}})):
+        for forbidden in (
+            lambda: api.list_secret_for_all_namespaces(limit=1),
+            lambda: api.create_namespaced_pod(
+                "default", {"metadata": {"name": "x"}, "spec": {"containers": [{"name": "c", "image": "i"}]}}
+            ),
+        ):
             with pytest.raises(ApiException) as denied:
                 forbidden()
             assert denied.value.status == 403
@@ -120,16 +151,26 @@ def test_the_chart_rbac_reads_pods_and_nodes_and_nothing_else(plane: ControlPlan
 
 
 def test_follow_sees_every_transition_and_a_pod_deleted_while_it_was_down(
-        plane: ControlPlane, collector_kubeconfigs: dict[str, Path], isolated_settings: Settings,
-        tmp_path: Path) -> None:
+    plane: ControlPlane, collector_kubeconfigs: dict[str, Path], isolated_settings: Settings, tmp_path: Path
+) -> None:
     ns, node = "llm-follow", "gpu-follow-1"
     plane.namespace(ns)
     plane.node(node)
     ensure_topics(isolated_settings)
     state_file = tmp_path / "collector.state"
     env = {**os.environ, **isolated_settings.process_env()}
-    command = cli(isolated_settings, collector_kubeconfigs["cached"], "--follow", "--interval", "2",
-                  "--namespace", ns, "--no-nodes", "--state-file", str(state_file))
+    command = cli(
+        isolated_settings,
+        collector_kubeconfigs["cached"],
+        "--follow",
+        "--interval",
+        "2",
+        "--namespace",
+        ns,
+        "--no-nodes",
+        "--state-file",
+        str(state_file),
+    )
     log = (tmp_path / "collector.log").open("w")
     collector = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
@@ -139,8 +180,18 @@ def test_follow_sees_every_transition_and_a_pod_deleted_while_it_was_down(
         t0 = now_s() - timedelta(seconds=30)
         plane.status(ns, "oom", "Running", started=t0)
         oom_end = t0 + timedelta(seconds=20)
-        plane.status(ns, "oom", "Failed", started=t0, terminated={
-            "exitCode": 137, "reason": "OOMKilled", "startedAt": rfc3339(t0), "finishedAt": rfc3339(oom_end)})
+        plane.status(
+            ns,
+            "oom",
+            "Failed",
+            started=t0,
+            terminated={
+                "exitCode": 137,
+                "reason": "OOMKilled",
+                "startedAt": rfc3339(t0),
+                "finishedAt": rfc3339(oom_end),
+            },
+        )
         # running -> a restart -> Completed (restartPolicy OnFailure)
         plane.pod(ns, "retry", gpus=1, devices=["GPU-bbbb-0000"], restart_policy="OnFailure")
         plane.bind(ns, "retry", node)
@@ -149,8 +200,20 @@ def test_follow_sees_every_transition_and_a_pod_deleted_while_it_was_down(
         first_run = {"exitCode": 1, "reason": "Error", "startedAt": rfc3339(t0), "finishedAt": rfc3339(crashed)}
         plane.status(ns, "retry", "Running", started=t0, restarts=1, running_since=again, last=first_run)
         done_at = t0 + timedelta(seconds=25)
-        retry_final = plane.status(ns, "retry", "Succeeded", started=t0, restarts=1, last=first_run, terminated={
-            "exitCode": 0, "reason": "Completed", "startedAt": rfc3339(again), "finishedAt": rfc3339(done_at)})
+        retry_final = plane.status(
+            ns,
+            "retry",
+            "Succeeded",
+            started=t0,
+            restarts=1,
+            last=first_run,
+            terminated={
+                "exitCode": 0,
+                "reason": "Completed",
+                "startedAt": rfc3339(again),
+                "finishedAt": rfc3339(done_at),
+            },
+        )
         # running, then deleted while the collector is down
         plane.pod(ns, "doomed", gpus=4, devices=[f"GPU-cccc-000{i}" for i in range(4)])
         plane.bind(ns, "doomed", node)
@@ -185,8 +248,7 @@ def test_follow_sees_every_transition_and_a_pod_deleted_while_it_was_down(
     ids = [e.id for e in events]
     assert len(ids) == len(set(ids)), "an event was published twice"
     published = {e.id for e in before}
-    assert [(e.type, e.data.job_id) for e in events if e.id not in published] == [
-        ("allocation.ended", f"{ns}/doomed")]
+    assert [(e.type, e.data.job_id) for e in events if e.id not in published] == [("allocation.ended", f"{ns}/doomed")]
 
     (pending,) = by_job(events, f"{ns}/oom", "allocation.pending")
     created = parse_time(plane.read(ns, "oom")["metadata"]["creationTimestamp"])
@@ -204,9 +266,17 @@ def test_follow_sees_every_transition_and_a_pod_deleted_while_it_was_down(
     attempts = by_job(events, f"{ns}/retry", "allocation.ended")
     assert [a.attempt for a in attempts] == [1, 2]
     assert (attempts[0].start_time, attempts[0].end_time, attempts[0].outcome, attempts[0].exit_code) == (
-        t0, parse_time(status["lastState"]["terminated"]["finishedAt"]), "failure", 1)
+        t0,
+        parse_time(status["lastState"]["terminated"]["finishedAt"]),
+        "failure",
+        1,
+    )
     assert (attempts[1].start_time, attempts[1].end_time, attempts[1].outcome, attempts[1].exit_code) == (
-        crashed, parse_time(status["state"]["terminated"]["finishedAt"]), "success", 0)
+        crashed,
+        parse_time(status["state"]["terminated"]["finishedAt"]),
+        "success",
+        0,
+    )
 
     # deleted while nobody watched: ended when it was last known to exist
     (gone,) = by_job(events, f"{ns}/doomed", "allocation.ended")
@@ -215,7 +285,8 @@ def test_follow_sees_every_transition_and_a_pod_deleted_while_it_was_down(
 
 
 def test_a_watch_from_a_compacted_revision_gets_410_and_the_relist_loses_and_repeats_nothing(
-        plane: ControlPlane, collector_kubeconfigs: dict[str, Path]) -> None:
+    plane: ControlPlane, collector_kubeconfigs: dict[str, Path]
+) -> None:
     """Against the API server without a watch cache, a watch reads etcd itself: compact etcd past
     the collector's resourceVersion and its next watch ends in 410 Gone; the re-list then brings what
     happened meanwhile (a new pod, an end, a deletion) once, and nothing it had already seen."""
@@ -227,8 +298,9 @@ def test_a_watch_from_a_compacted_revision_gets_410_and_the_relist_loses_and_rep
         plane.pod(ns, name, gpus=1, devices=[f"GPU-{name}"])
         plane.bind(ns, name, node)
         plane.status(ns, name, "Running", started=t0)
-    watcher = PodWatcher(core_api(kubeconfig=str(collector_kubeconfigs["direct"])), cluster=CLUSTER, namespace=ns,
-                         watch_timeout_s=1)
+    watcher = PodWatcher(
+        core_api(kubeconfig=str(collector_kubeconfigs["direct"])), cluster=CLUSTER, namespace=ns, watch_timeout_s=1
+    )
     try:
         first = watcher.poll()
         listed_at = int(watcher.resource_version or 0)
@@ -238,8 +310,13 @@ def test_a_watch_from_a_compacted_revision_gets_410_and_the_relist_loses_and_rep
         plane.bind(ns, "arrives", node)
         plane.status(ns, "arrives", "Running", started=t0 + timedelta(seconds=10))
         end = t0 + timedelta(seconds=40)
-        plane.status(ns, "ends", "Succeeded", started=t0, terminated={
-            "exitCode": 0, "reason": "Completed", "startedAt": rfc3339(t0), "finishedAt": rfc3339(end)})
+        plane.status(
+            ns,
+            "ends",
+            "Succeeded",
+            started=t0,
+            terminated={"exitCode": 0, "reason": "Completed", "startedAt": rfc3339(t0), "finishedAt": rfc3339(end)},
+        )
         plane.delete(ns, "vanishes")
         assert plane.compact_etcd(int(PORTS["KUBE_ETCD_PORT"])) > listed_at
 
@@ -254,8 +331,12 @@ def test_a_watch_from_a_compacted_revision_gets_410_and_the_relist_loses_and_rep
     ids = [e.id for e in events]
     assert len(ids) == len(set(ids))
     after = {(e.type, e.data.job_id.split("/")[1]) for e in relisted.result.events}
-    assert after == {("allocation.pending", "arrives"), ("allocation.running", "arrives"),
-                     ("allocation.ended", "ends"), ("allocation.ended", "vanishes")}
+    assert after == {
+        ("allocation.pending", "arrives"),
+        ("allocation.running", "arrives"),
+        ("allocation.ended", "ends"),
+        ("allocation.ended", "vanishes"),
+    }
     ended = {e.data.job_id.split("/")[1]: e.data for e in relisted.result.events if e.type == "allocation.ended"}
     assert (ended["ends"].end_time, ended["ends"].outcome) == (end, "success")
     assert ended["vanishes"].failure_reason == "cancelled"
@@ -268,11 +349,13 @@ def test_bookmarks_move_a_quiet_watch_forward(plane: ControlPlane, collector_kub
     quiet, busy = "llm-quiet", "llm-busy"
     plane.namespace(quiet)
     plane.namespace(busy)
-    watcher = PodWatcher(core_api(kubeconfig=str(collector_kubeconfigs["cached"])), cluster=CLUSTER,
-                         namespace=quiet, watch_timeout_s=5)
+    watcher = PodWatcher(
+        core_api(kubeconfig=str(collector_kubeconfigs["cached"])), cluster=CLUSTER, namespace=quiet, watch_timeout_s=5
+    )
     created: list[dict[str, Any]] = []
-    elsewhere = threading.Timer(1.0, lambda: created.append(plane.pod(busy, "elsewhere", gpus=1,
-                                                                      devices=["GPU-elsewhere"])))
+    elsewhere = threading.Timer(
+        1.0, lambda: created.append(plane.pod(busy, "elsewhere", gpus=1, devices=["GPU-elsewhere"]))
+    )
     try:
         watcher.poll()
         listed_at = int(watcher.resource_version or 0)
@@ -287,8 +370,9 @@ def test_bookmarks_move_a_quiet_watch_forward(plane: ControlPlane, collector_kub
     assert int(watcher.resource_version or 0) >= int(created[0]["metadata"]["resourceVersion"]) > listed_at
 
 
-def test_the_list_follows_continue_tokens_over_pages(plane: ControlPlane, collector_kubeconfigs: dict[str, Path],
-                                                     isolated_settings: Settings) -> None:
+def test_the_list_follows_continue_tokens_over_pages(
+    plane: ControlPlane, collector_kubeconfigs: dict[str, Path], isolated_settings: Settings
+) -> None:
     ns, node = "llm-pages", "gpu-pages-1"
     plane.namespace(ns)
     plane.node(node)
@@ -299,16 +383,17 @@ def test_the_list_follows_continue_tokens_over_pages(plane: ControlPlane, collec
         plane.bind(ns, name, node)
         plane.status(ns, name, "Running", started=t0)
     ensure_topics(isolated_settings)
-    summary = run_once(isolated_settings, collector_kubeconfigs["cached"], "--namespace", ns, "--no-nodes",
-                       "--page-size", "2")
+    summary = run_once(
+        isolated_settings, collector_kubeconfigs["cached"], "--namespace", ns, "--no-nodes", "--page-size", "2"
+    )
     assert summary["dead_letters"] == 0
     running = {e.data.job_id for e in consume(isolated_settings) if e.type == "allocation.running"}
     assert running == {f"{ns}/{name}" for name in names}  # three pages of two, two and one
 
 
 def test_not_ready_and_cordoned_nodes_are_unavailable_capacity(
-        plane: ControlPlane, collector_kubeconfigs: dict[str, Path], isolated_settings: Settings,
-        tmp_path: Path) -> None:
+    plane: ControlPlane, collector_kubeconfigs: dict[str, Path], isolated_settings: Settings, tmp_path: Path
+) -> None:
     """NotReady for a few seconds, then cordoned for a few seconds, then back: the collector says
     down, drained, up; the stream workers count all 8 GPUs unavailable from the first to the last."""
     node = "gpu-flaky-1"
@@ -328,8 +413,10 @@ def test_not_ready_and_cordoned_nodes_are_unavailable_capacity(
         time.sleep(2)
         plane.cordon(node, False)
         run_once(isolated_settings, kubeconfig, "--namespace", "llm-none", "--state-file", str(state_file))
-        states = sorted((e for e in consume(isolated_settings) if e.type == "node.state" and e.data.node == node),
-                        key=lambda e: e.time)
+        states = sorted(
+            (e for e in consume(isolated_settings) if e.type == "node.state" and e.data.node == node),
+            key=lambda e: e.time,
+        )
         assert [e.data.state for e in states] == ["up", "down", "drained", "up"]
         assert all(e.data.gpus == 8 for e in states)
         down, back = states[1], states[3]

@@ -22,9 +22,18 @@ HOURS = 4
 
 
 def version(cluster: str, effective: datetime, units: dict[str, list[str]]) -> list[dict[str, Any]]:
-    return [{"event_id": f"{cluster}-{effective:%d%H%M}-{team}", "cluster": cluster, "effective_from": effective,
-             "kind": "team_business_unit", "key": team, "value": unit}
-            for unit, teams in units.items() for team in teams]
+    return [
+        {
+            "event_id": f"{cluster}-{effective:%d%H%M}-{team}",
+            "cluster": cluster,
+            "effective_from": effective,
+            "kind": "team_business_unit",
+            "key": team,
+            "value": unit,
+        }
+        for unit, teams in units.items()
+        for team in teams
+    ]
 
 
 def usage(client: Client, cluster: str) -> None:
@@ -46,11 +55,14 @@ def by_unit(client: Client, cluster: str, start: datetime, end: datetime) -> dic
 def test_each_cluster_resolves_through_its_own_org_versions(client: Client) -> None:
     for cluster in ("a", "b", "c"):
         usage(client, cluster)
-    insert_rows(client, "org_mappings",
-                version("a", T0, {"research": ["llm"]})
-                + version("a", at(120), {"ai": ["llm"]})  # a reorg of cluster a at 02:00
-                + version("b", T0, {"product": ["llm"]})
-                + version(ALL_CLUSTERS, T0 - timedelta(days=1), {"shared": ["llm"]}))
+    insert_rows(
+        client,
+        "org_mappings",
+        version("a", T0, {"research": ["llm"]})
+        + version("a", at(120), {"ai": ["llm"]})  # a reorg of cluster a at 02:00
+        + version("b", T0, {"product": ["llm"]})
+        + version(ALL_CLUSTERS, T0 - timedelta(days=1), {"shared": ["llm"]}),
+    )
     rebuild_since(client, "", T0)
     assert by_unit(client, "a", T0, at(HOURS * 60)) == {"research": 2.0, "ai": 2.0}
     assert by_unit(client, "a", at(90), at(150)) == {"research": 0.5, "ai": 0.5}  # split at its date
@@ -61,18 +73,25 @@ def test_each_cluster_resolves_through_its_own_org_versions(client: Client) -> N
 
 def test_a_cluster_falls_back_to_the_global_version_before_its_own_starts(client: Client) -> None:
     usage(client, "a")
-    insert_rows(client, "org_mappings", version(ALL_CLUSTERS, T0, {"shared": ["llm"]})
-                + version("a", at(60), {"research": ["llm"]}))
+    insert_rows(
+        client,
+        "org_mappings",
+        version(ALL_CLUSTERS, T0, {"shared": ["llm"]}) + version("a", at(60), {"research": ["llm"]}),
+    )
     rebuild_since(client, "", T0)
     assert by_unit(client, "a", T0, at(HOURS * 60)) == {"shared": 1.0, "research": 3.0}
 
 
 def test_export_business_units_are_those_in_force_in_the_period_for_clusters_there(client: Client) -> None:
     usage(client, "a")
-    insert_rows(client, "org_mappings",
-                version("a", T0 - timedelta(days=60), {"old-unit": ["llm"]})
-                + version("a", T0 - timedelta(days=1), {"research": ["llm"], "idle-unit": ["nobody"]})
-                + version("b", T0, {"product": ["llm"]}))  # cluster b has no facts in the period
-    rows = client.query(load_query("chargeback_business_units"),
-                        parameters={"start": T0, "end": T0 + timedelta(days=30)}).result_rows
+    insert_rows(
+        client,
+        "org_mappings",
+        version("a", T0 - timedelta(days=60), {"old-unit": ["llm"]})
+        + version("a", T0 - timedelta(days=1), {"research": ["llm"], "idle-unit": ["nobody"]})
+        + version("b", T0, {"product": ["llm"]}),
+    )  # cluster b has no facts in the period
+    rows = client.query(
+        load_query("chargeback_business_units"), parameters={"start": T0, "end": T0 + timedelta(days=30)}
+    ).result_rows
     assert [r[0] for r in rows] == ["idle-unit", "research"]

@@ -22,19 +22,45 @@ REORG = T0 + timedelta(minutes=2)
 
 
 def fact(window: int, job: str, seconds: float, **owner: Any) -> dict[str, Any]:
-    base = {"fact_id": f"f-{window}-{job}", "cluster": "c", "window_start": T0 + timedelta(minutes=window),
-            "window_seconds": 60, "node": "n1", "gpu_uuid": f"GPU-{job}", "slot": f"GPU-{job}",
-            "gpu_model": "H100", "kind": "allocated", "scheduler": "kubernetes", "job_id": job,
-            "logical_job": job, "attempt": 1, "namespace": "", "account": "", "user": "", "queue": "",
-            "workload_kind": "training", "team_label": "", "model": "m", "gpu_seconds": seconds,
-            "busy_seconds": seconds / 2, "unobserved_seconds": 0.0, "energy_joules": 0.0}
+    base = {
+        "fact_id": f"f-{window}-{job}",
+        "cluster": "c",
+        "window_start": T0 + timedelta(minutes=window),
+        "window_seconds": 60,
+        "node": "n1",
+        "gpu_uuid": f"GPU-{job}",
+        "slot": f"GPU-{job}",
+        "gpu_model": "H100",
+        "kind": "allocated",
+        "scheduler": "kubernetes",
+        "job_id": job,
+        "logical_job": job,
+        "attempt": 1,
+        "namespace": "",
+        "account": "",
+        "user": "",
+        "queue": "",
+        "workload_kind": "training",
+        "team_label": "",
+        "model": "m",
+        "gpu_seconds": seconds,
+        "busy_seconds": seconds / 2,
+        "unobserved_seconds": 0.0,
+        "energy_joules": 0.0,
+    }
     base.update(owner)
     return base
 
 
 def mapping(effective: datetime, kind: str, key: str, value: str) -> dict[str, Any]:
-    return {"event_id": f"{effective:%H%M}-{kind}-{key}", "cluster": "c", "effective_from": effective,
-            "kind": kind, "key": key, "value": value}
+    return {
+        "event_id": f"{effective:%H%M}-{kind}-{key}",
+        "cluster": "c",
+        "effective_from": effective,
+        "kind": kind,
+        "key": key,
+        "value": value,
+    }
 
 
 def write(wh: Warehouse, windows: list[datetime], facts: list[dict[str, Any]]) -> None:
@@ -53,8 +79,9 @@ def wh(isolated_settings: Settings):
 def report(settings: Settings, by: str) -> dict[str, float]:
     client = get_client(settings)
     try:
-        rows = client.query(load_query("gpu_hours"), parameters={
-            "by": by, "start": T0, "end": T0 + timedelta(hours=1), "cluster": ""}).result_rows
+        rows = client.query(
+            load_query("gpu_hours"), parameters={"by": by, "start": T0, "end": T0 + timedelta(hours=1), "cluster": ""}
+        ).result_rows
     finally:
         client.close()
     return {r[0]: round(r[1] * 3600, 6) for r in rows}
@@ -69,15 +96,21 @@ def test_team_and_business_unit_resolution_with_effective_dating(wh: Warehouse, 
             fact(window, "nobody", 10, namespace="ns-unknown"),
         ]
         write(wh, [T0 + timedelta(minutes=window)], facts)
-    wh.insert("org_mappings", [
-        mapping(T0, "namespace_team", "ns-a", "llm"), mapping(T0, "account_team", "acct-b", "search"),
-        mapping(T0, "team_business_unit", "llm", "research"), mapping(T0, "team_business_unit", "vision", "research"),
-        mapping(T0, "team_business_unit", "search", "product"),
-        # the reorg: llm moves to product; vision is absent from the new version → unassigned
-        mapping(REORG, "namespace_team", "ns-a", "llm"), mapping(REORG, "account_team", "acct-b", "search"),
-        mapping(REORG, "team_business_unit", "llm", "product"),
-        mapping(REORG, "team_business_unit", "search", "product"),
-    ])
+    wh.insert(
+        "org_mappings",
+        [
+            mapping(T0, "namespace_team", "ns-a", "llm"),
+            mapping(T0, "account_team", "acct-b", "search"),
+            mapping(T0, "team_business_unit", "llm", "research"),
+            mapping(T0, "team_business_unit", "vision", "research"),
+            mapping(T0, "team_business_unit", "search", "product"),
+            # the reorg: llm moves to product; vision is absent from the new version → unassigned
+            mapping(REORG, "namespace_team", "ns-a", "llm"),
+            mapping(REORG, "account_team", "acct-b", "search"),
+            mapping(REORG, "team_business_unit", "llm", "product"),
+            mapping(REORG, "team_business_unit", "search", "product"),
+        ],
+    )
     wh.request_rollup_rebuild(T0)  # what the raw sink does after org mappings arrive
     assert wh.work_rollup_rebuilds() == 0  # and the next attribution step
     assert report(isolated_settings, "team") == {"vision": 240.0, "llm": 120.0, "search": 80.0, "unassigned": 40.0}
@@ -93,6 +126,12 @@ def test_a_window_written_again_replaces_its_facts_whole(wh: Warehouse, isolated
     write(wh, [window], [fact(5, "first", 60, team_label="a")])
     assert report(isolated_settings, "team") == {"a": 60.0}
     # a correction: the same window, now owned by another job only; the old row must vanish
-    write(wh, [window], [fact(5, "second", 45, team_label="b"),
-                         {**fact(5, "x", 15), "kind": "unallocated", "job_id": "", "fact_id": "u"}])
+    write(
+        wh,
+        [window],
+        [
+            fact(5, "second", 45, team_label="b"),
+            {**fact(5, "x", 15), "kind": "unallocated", "job_id": "", "fact_id": "u"},
+        ],
+    )
     assert report(isolated_settings, "team") == {"b": 45.0, "__unallocated__": 0.0}

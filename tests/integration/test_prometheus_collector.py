@@ -67,19 +67,24 @@ class FakeNode:
         metrics = [
             ("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C).", lambda g: f"{40 + g}"),
             ("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W).", lambda g: f"{300.5 + g:.6f}"),
-            ("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %).",
-             lambda g: f"{self.util_percent(scrape, g)}"),
+            ("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %).", lambda g: f"{self.util_percent(scrape, g)}"),
             ("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB).", lambda g: f"{1024 * (g + 1)}"),
             ("DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered.", lambda g: "0"),
-            ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gauge", "Ratio of time the graphics engine is active.",
-             lambda g: f"{self.gr_active(scrape, g):.6f}"),
+            (
+                "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+                "gauge",
+                "Ratio of time the graphics engine is active.",
+                lambda g: f"{self.gr_active(scrape, g):.6f}",
+            ),
         ]
         for name, kind, help_text, value in metrics:
             out += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"]
             for gpu, uuid in enumerate(self.uuids):
-                labels = (f'gpu="{gpu}",UUID="{uuid}",pci_bus_id="00000000:{0x18 + gpu:02X}:00.0",'
-                          f'device="nvidia{gpu}",modelName="{MODEL}",{self.host_label}="{self.host}",'
-                          'DCGM_FI_DRIVER_VERSION="535.129.03"')
+                labels = (
+                    f'gpu="{gpu}",UUID="{uuid}",pci_bus_id="00000000:{0x18 + gpu:02X}:00.0",'
+                    f'device="nvidia{gpu}",modelName="{MODEL}",{self.host_label}="{self.host}",'
+                    'DCGM_FI_DRIVER_VERSION="535.129.03"'
+                )
                 out.append(f"{name}{{{labels}}} {value(gpu)}")
         return ("\n".join(out) + "\n").encode()
 
@@ -149,16 +154,23 @@ def _wait_for_scrapes(nodes: list[FakeNode], count: int, prom: PrometheusServer)
     deadline = time.monotonic() + WAIT_S
     while min(len(n.served) for n in nodes) < count:
         if time.monotonic() > deadline:
-            pytest.fail(f"Prometheus did not scrape every exporter {count} times within {WAIT_S:.0f}s: "
-                        f"{[len(n.served) for n in nodes]}; log: {prom.log_tail(5)}")
+            pytest.fail(
+                f"Prometheus did not scrape every exporter {count} times within {WAIT_S:.0f}s: "
+                f"{[len(n.served) for n in nodes]}; log: {prom.log_tail(5)}"
+            )
         if not prom.running():
             pytest.fail(f"Prometheus exited: {prom.log_tail(5)}")
         time.sleep(0.2)
 
 
 def _consume(settings: Settings, topic: str, expected: int) -> list[object]:
-    consumer = KafkaConsumer(topic, **settings.kafka_client_config(), auto_offset_reset="earliest",
-                             enable_auto_commit=False, consumer_timeout_ms=1500)
+    consumer = KafkaConsumer(
+        topic,
+        **settings.kafka_client_config(),
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        consumer_timeout_ms=1500,
+    )
     got: list[object] = []
     deadline = time.monotonic() + WAIT_S
     try:
@@ -182,8 +194,14 @@ def test_dcgm_from_real_prometheus_into_kafka(stack: Stack, isolated_settings: S
     end = math.floor(time.time()) - 3  # settled: the collector's lag is 2 steps
     assert end - start >= 4, (start, end)
     collector = dcgm_collector.prometheus_collector(
-        prom.url, cluster="itest", step_s=1, start=datetime.fromtimestamp(start, UTC),
-        end=datetime.fromtimestamp(end, UTC), match='job="dcgm"', max_points=3)
+        prom.url,
+        cluster="itest",
+        step_s=1,
+        start=datetime.fromtimestamp(start, UTC),
+        end=datetime.fromtimestamp(end, UTC),
+        match='job="dcgm"',
+        max_points=3,
+    )
     try:
         with EventProducer(isolated_settings) as producer:
             stats = run(Deduplicated(collector), producer_sink(producer), keep_ids=True)
@@ -221,13 +239,18 @@ def _check_event(event: ev.Envelope, node: FakeNode) -> None:
     options = node.candidates(event.time.timestamp())
     assert options, f"no scrape of {node.host} could answer {event.time}"
     matches = [
-        k for k in options
-        if all(g.gr_engine_active == pytest.approx(node.gr_active(k, i), abs=1e-9)
-               and g.gpu_util == pytest.approx(node.util_percent(k, i) / 100.0, abs=1e-9)
-               for i, g in enumerate(gpus))
+        k
+        for k in options
+        if all(
+            g.gr_engine_active == pytest.approx(node.gr_active(k, i), abs=1e-9)
+            and g.gpu_util == pytest.approx(node.util_percent(k, i) / 100.0, abs=1e-9)
+            for i, g in enumerate(gpus)
+        )
     ]
-    assert matches, (f"{node.host} at {event.time}: values {[(g.gr_engine_active, g.gpu_util) for g in gpus]} "
-                     f"match none of the scrapes {options}")
+    assert matches, (
+        f"{node.host} at {event.time}: values {[(g.gr_engine_active, g.gpu_util) for g in gpus]} "
+        f"match none of the scrapes {options}"
+    )
 
 
 def test_follow_mode_reads_each_new_instant_once(stack: Stack) -> None:

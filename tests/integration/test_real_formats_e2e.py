@@ -48,39 +48,99 @@ def _iso(minutes: float) -> str:
 
 
 def _series(name: str, node: str, uuid: str, index: int, values: list[tuple[int, float]]) -> dict[str, Any]:
-    return {"metric": {"__name__": name, "Hostname": node, "UUID": uuid, "gpu": str(index), "device": f"nvidia{index}",
-                       "modelName": H100, "instance": f"{node}:9400", "job": "gpu-metrics"},
-            "values": [[t, f"{v:g}"] for t, v in values]}
+    return {
+        "metric": {
+            "__name__": name,
+            "Hostname": node,
+            "UUID": uuid,
+            "gpu": str(index),
+            "device": f"nvidia{index}",
+            "modelName": H100,
+            "instance": f"{node}:9400",
+            "job": "gpu-metrics",
+        },
+        "values": [[t, f"{v:g}"] for t, v in values],
+    }
 
 
 def dcgm_file(path: Path) -> None:
     times = [_epoch(0) + STEP * i for i in range(HOUR // STEP)]
     fell = _epoch(20)
-    gpus = [("k1", "GPU-k1", 0, 0.8), ("s1", "GPU-s1-0", 0, 0.5), ("s1", "GPU-s1-1", 1, 0.0),
-            ("s2", "GPU-s2-0", 0, 0.6), ("s2", "GPU-s2-1", 1, 0.3), ("s3", "GPU-s3-0", 0, 0.0)]
+    gpus = [
+        ("k1", "GPU-k1", 0, 0.8),
+        ("s1", "GPU-s1-0", 0, 0.5),
+        ("s1", "GPU-s1-1", 1, 0.0),
+        ("s2", "GPU-s2-0", 0, 0.6),
+        ("s2", "GPU-s2-1", 1, 0.3),
+        ("s3", "GPU-s3-0", 0, 0.0),
+    ]
     result = []
     for node, uuid, index, util in gpus:
         seen = [t for t in times if uuid != "GPU-s1-1" or t <= fell]  # GPU-s1-1 fell off the bus
         result.append(_series("DCGM_FI_PROF_GR_ENGINE_ACTIVE", node, uuid, index, [(t, util) for t in seen]))
-        result.append(_series("DCGM_FI_DEV_XID_ERRORS", node, uuid, index,
-                              [(t, 79 if t == fell and uuid == "GPU-s1-1" else 0) for t in seen]))
+        result.append(
+            _series(
+                "DCGM_FI_DEV_XID_ERRORS",
+                node,
+                uuid,
+                index,
+                [(t, 79 if t == fell and uuid == "GPU-s1-1" else 0) for t in seen],
+            )
+        )
     path.write_text(json.dumps({"status": "success", "data": {"resultType": "matrix", "result": result}}))
 
 
 def pods_file(path: Path) -> None:
     def pod(k: int) -> dict[str, Any]:
-        return {"apiVersion": "v1", "kind": "Pod", "metadata": {
-            "name": f"serve-{k}", "namespace": "serving", "uid": f"uid-serve-{k}", "resourceVersion": str(100 + k),
-            "creationTimestamp": _iso(-1), "labels": {"team": "serving"},
-            "annotations": {"gpuledger.io/devices": f"GPU-k1::{k}"}},
-            "spec": {"nodeName": "k1", "restartPolicy": "Always", "containers": [{"name": "main", "image": "srv:1",
-                     "resources": {"limits": {"nvidia.com/gpu": "1"}, "requests": {"nvidia.com/gpu": "1"}}}]},
-            "status": {"phase": "Running", "startTime": _iso(0), "containerStatuses": [{
-                "name": "main", "image": "srv:1", "ready": True, "restartCount": 0,
-                "state": {"running": {"startedAt": _iso(0)}}, "lastState": {}}]}}
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": f"serve-{k}",
+                "namespace": "serving",
+                "uid": f"uid-serve-{k}",
+                "resourceVersion": str(100 + k),
+                "creationTimestamp": _iso(-1),
+                "labels": {"team": "serving"},
+                "annotations": {"gpuledger.io/devices": f"GPU-k1::{k}"},
+            },
+            "spec": {
+                "nodeName": "k1",
+                "restartPolicy": "Always",
+                "containers": [
+                    {
+                        "name": "main",
+                        "image": "srv:1",
+                        "resources": {"limits": {"nvidia.com/gpu": "1"}, "requests": {"nvidia.com/gpu": "1"}},
+                    }
+                ],
+            },
+            "status": {
+                "phase": "Running",
+                "startTime": _iso(0),
+                "containerStatuses": [
+                    {
+                        "name": "main",
+                        "image": "srv:1",
+                        "ready": True,
+                        "restartCount": 0,
+                        "state": {"running": {"startedAt": _iso(0)}},
+                        "lastState": {},
+                    }
+                ],
+            },
+        }
 
-    path.write_text(json.dumps({"apiVersion": "v1", "kind": "PodList", "metadata": {"resourceVersion": "200"},
-                                "items": [pod(k) for k in range(3)]}))
+    path.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "PodList",
+                "metadata": {"resourceVersion": "200"},
+                "items": [pod(k) for k in range(3)],
+            }
+        )
+    )
 
 
 def _number(value: int) -> dict[str, Any]:
@@ -88,34 +148,72 @@ def _number(value: int) -> dict[str, Any]:
 
 
 def squeue_file(path: Path) -> None:
-    job = {"account": "vision", "array_job_id": _number(0), "array_task_id": {"set": False, "infinite": False,
-           "number": 0}, "comment": "", "end_time": _number(_epoch(24 * 60)), "gres_detail": ["gpu:h100:1(IDX:0)"],
-           "job_id": 500, "job_state": ["RUNNING"], "name": "train", "node_count": _number(1), "nodes": "s1",
-           "partition": "h100", "restart_cnt": 0, "start_time": _number(_epoch(0)), "state_reason": "None",
-           "submit_time": _number(_epoch(-5)), "tres_alloc_str": "cpu=8,node=1,gres/gpu=1,gres/gpu:h100=1",
-           "tres_req_str": "cpu=8,node=1,gres/gpu=1", "user_name": "ana", "wckey": ""}
+    job = {
+        "account": "vision",
+        "array_job_id": _number(0),
+        "array_task_id": {"set": False, "infinite": False, "number": 0},
+        "comment": "",
+        "end_time": _number(_epoch(24 * 60)),
+        "gres_detail": ["gpu:h100:1(IDX:0)"],
+        "job_id": 500,
+        "job_state": ["RUNNING"],
+        "name": "train",
+        "node_count": _number(1),
+        "nodes": "s1",
+        "partition": "h100",
+        "restart_cnt": 0,
+        "start_time": _number(_epoch(0)),
+        "state_reason": "None",
+        "submit_time": _number(_epoch(-5)),
+        "tres_alloc_str": "cpu=8,node=1,gres/gpu=1,gres/gpu:h100=1",
+        "tres_req_str": "cpu=8,node=1,gres/gpu=1",
+        "user_name": "ana",
+        "wckey": "",
+    }
     meta = {"plugin": {"data_parser": "v0.0.40"}, "command": ["squeue", "--json"]}
-    path.write_text(json.dumps({"meta": meta, "jobs": [job], "last_backfill": _number(_epoch(10)),
-                                "last_update": _number(_epoch(10))}))
+    path.write_text(
+        json.dumps(
+            {"meta": meta, "jobs": [job], "last_backfill": _number(_epoch(10)), "last_update": _number(_epoch(10))}
+        )
+    )
 
 
 def sacct_file(path: Path) -> None:
-    gres = [{"type": "gres", "name": "gpu", "id": 1001, "count": 1}, {"type": "gres", "name": "gpu:h100", "id": 1002,
-                                                                      "count": 1}]
-    job = {"account": "vision", "comment": {"administrator": "", "job": "", "system": ""},
-           "array": {"job_id": 0, "task": "", "task_id": {"set": False, "infinite": False, "number": 0}},
-           "association": {"account": "vision", "user": "ana"}, "exit_code": {"status": ["SUCCESS"],
-           "return_code": _number(0)}, "job_id": 500, "name": "train", "nodes": "s2", "partition": "h100",
-           "restart_cnt": 1, "state": {"current": ["RUNNING"], "reason": "None"},
-           "time": {"elapsed": 1200, "end": 0, "start": _epoch(40), "submission": _epoch(-5)},
-           "tres": {"allocated": gres, "requested": gres}, "user": "ana", "wckey": {"wckey": "", "flags": []}}
-    path.write_text(json.dumps({"meta": {"plugin": {"data_parser": "v0.0.41"}, "command": ["sacct", "--json"]},
-                                "jobs": [job]}))
+    gres = [
+        {"type": "gres", "name": "gpu", "id": 1001, "count": 1},
+        {"type": "gres", "name": "gpu:h100", "id": 1002, "count": 1},
+    ]
+    job = {
+        "account": "vision",
+        "comment": {"administrator": "", "job": "", "system": ""},
+        "array": {"job_id": 0, "task": "", "task_id": {"set": False, "infinite": False, "number": 0}},
+        "association": {"account": "vision", "user": "ana"},
+        "exit_code": {"status": ["SUCCESS"], "return_code": _number(0)},
+        "job_id": 500,
+        "name": "train",
+        "nodes": "s2",
+        "partition": "h100",
+        "restart_cnt": 1,
+        "state": {"current": ["RUNNING"], "reason": "None"},
+        "time": {"elapsed": 1200, "end": 0, "start": _epoch(40), "submission": _epoch(-5)},
+        "tres": {"allocated": gres, "requested": gres},
+        "user": "ana",
+        "wckey": {"wckey": "", "flags": []},
+    }
+    path.write_text(
+        json.dumps({"meta": {"plugin": {"data_parser": "v0.0.41"}, "command": ["sacct", "--json"]}, "jobs": [job]})
+    )
 
 
 def nodes_file(path: Path) -> None:
-    node = {"name": "s3", "hostname": "s3", "state": ["IDLE", "DRAIN"], "reason": "fabric maintenance",
-            "reason_changed_at": _number(_epoch(30)), "gres": "gpu:h100:1(S:0)"}
+    node = {
+        "name": "s3",
+        "hostname": "s3",
+        "state": ["IDLE", "DRAIN"],
+        "reason": "fabric maintenance",
+        "reason_changed_at": _number(_epoch(30)),
+        "gres": "gpu:h100:1(S:0)",
+    }
     path.write_text(json.dumps({"meta": {"plugin": {"data_parser": "v0.0.40"}}, "nodes": [node]}))
 
 
@@ -127,9 +225,13 @@ def org_file(path: Path, units: dict[str, list[str]]) -> None:
 
 
 def publish(pipeline: Pipeline, tmp: Path, cluster: str, units: dict[str, list[str]]) -> None:
-    files = [(Source.dcgm, "dcgm.json", dcgm_file), (Source.kubernetes, "pods.json", pods_file),
-             (Source.slurm, "squeue.json", squeue_file), (Source.slurm, "sacct.json", sacct_file),
-             (Source.slurm, "nodes.json", nodes_file)]
+    files = [
+        (Source.dcgm, "dcgm.json", dcgm_file),
+        (Source.kubernetes, "pods.json", pods_file),
+        (Source.slurm, "squeue.json", squeue_file),
+        (Source.slurm, "sacct.json", sacct_file),
+        (Source.slurm, "nodes.json", nodes_file),
+    ]
     with EventProducer(pipeline.settings) as producer:
         for source, name, write in [*files, (Source.org, "org.yaml", lambda p: org_file(p, units))]:
             path = tmp / f"{cluster}-{name}"
@@ -175,7 +277,9 @@ def test_an_hour_of_real_conditions_in_real_formats(pipeline: Pipeline, tmp_path
         assert team["__unavailable__"]["gpu_hours"] == pytest.approx(2400 + 1800, abs=0.01)
         units = _hours(pipeline, "business_unit", cluster)
         assert {k: round(v["allocated_gpu_hours"], 2) for k, v in units.items() if not k.startswith("__")} == {
-            vision_unit: 3600.0, serving_unit: 2700.0}
+            vision_unit: 3600.0,
+            serving_unit: 2700.0,
+        }
         reasons = _hours(pipeline, "failure_reason", cluster)
         assert reasons["unknown"]["allocated_gpu_hours"] == pytest.approx(2400.0, abs=0.01)
 
@@ -186,10 +290,14 @@ def test_an_hour_of_real_conditions_in_real_formats(pipeline: Pipeline, tmp_path
         rows = client.query(
             "SELECT cluster, node, min(physical_gpus), max(physical_gpus), count() FROM fact_windows FINAL "
             "WHERE window_start >= {s:DateTime64(3, 'UTC')} AND window_start < {e:DateTime64(3, 'UTC')} "
-            "GROUP BY cluster, node", parameters={"s": T0, "e": T0 + timedelta(hours=1)}).result_rows
+            "GROUP BY cluster, node",
+            parameters={"s": T0, "e": T0 + timedelta(hours=1)},
+        ).result_rows
     finally:
         client.close()
     physical = {(str(c), str(n)): (float(lo), float(hi), int(count)) for c, n, lo, hi, count in rows}
-    assert physical == {(c, n): g for c in ("east", "west")
-                        for n, g in (("k1", (1.0, 1.0, 60)), ("s1", (2.0, 2.0, 60)), ("s2", (2.0, 2.0, 60)),
-                                     ("s3", (1.0, 1.0, 60)))}
+    assert physical == {
+        (c, n): g
+        for c in ("east", "west")
+        for n, g in (("k1", (1.0, 1.0, 60)), ("s1", (2.0, 2.0, 60)), ("s2", (2.0, 2.0, 60)), ("s3", (1.0, 1.0, 60)))
+    }

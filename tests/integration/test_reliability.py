@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -33,14 +34,20 @@ from streams.progress import current_lag
 from streams.store import Warehouse, now_seq
 
 pytestmark = pytest.mark.integration
+
+
+def _dropped(letters: list[ev.DeadLetter]) -> None:
+    """Dead letters are not published in these tests (the warehouse rows are what they check)."""
+
+
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "dcgm" / "k8s_mapped.prom"
 
 
 @pytest.fixture
-def warehouse(isolated_settings: Settings) -> Warehouse:
+def warehouse(isolated_settings: Settings) -> Iterator[Warehouse]:
     apply_migrations(isolated_settings)
     wh = Warehouse(isolated_settings)
-    yield wh  # type: ignore[misc]
+    yield wh
     wh.close()
 
 
@@ -48,7 +55,7 @@ def _ingest(wh: Warehouse, load: Load, first: int, rounds: int) -> list[ev.DeadL
     dead: list[ev.DeadLetter] = []
     batch = [Message(topic, 0, i, value) for i, (topic, _, value) in enumerate(encode(load, first, rounds))]
     for i in range(0, len(batch), 2000):
-        write_batch(wh, batch[i:i + 2000], publish_dead_letters=dead.extend)
+        write_batch(wh, batch[i : i + 2000], publish_dead_letters=dead.extend)
     return dead
 
 
@@ -60,21 +67,44 @@ def _windows(wh: Warehouse) -> dict[str, int]:
 def _poison(wh: Warehouse, node: str, profile: str, at: datetime) -> None:
     """A stored allocation on ``node`` that today's contract rejects (as an older version wrote it)."""
     payload = ev.AllocationData(
-        scheduler="kubernetes", job_id="ml/poisoned", node=node, state="running", start_time=at,
+        scheduler="kubernetes",
+        job_id="ml/poisoned",
+        node=node,
+        state="running",
+        start_time=at,
         gpus=[ev.GpuRequest(kind="mig", count=1, profile="1g.10gb", gpu_type="A100-SXM4-80GB")],
     ).model_dump(mode="json")
     payload["gpus"][0]["profile"] = profile
-    wh.insert("raw_scheduler_allocations", [{
-        "event_id": f"poison-{profile}", "type": "allocation.running", "source": "kubernetes", "schema_version": 1,
-        "time": at, "cluster": CLUSTER, "scheduler": "kubernetes", "job_id": "ml/poisoned", "attempt": 1,
-        "node": node, "state": "running", "start_time": at, "end_time": None,
-        "payload": orjson.dumps(payload).decode()}])
-    wh.insert("node_activity", [{"cluster": CLUSTER, "node": node, "min_time": at, "max_time": at,
-                                 "allocations": True, "seq": now_seq()}])
+    wh.insert(
+        "raw_scheduler_allocations",
+        [
+            {
+                "event_id": f"poison-{profile}",
+                "type": "allocation.running",
+                "source": "kubernetes",
+                "schema_version": 1,
+                "time": at,
+                "cluster": CLUSTER,
+                "scheduler": "kubernetes",
+                "job_id": "ml/poisoned",
+                "attempt": 1,
+                "node": node,
+                "state": "running",
+                "start_time": at,
+                "end_time": None,
+                "payload": orjson.dumps(payload).decode(),
+            }
+        ],
+    )
+    wh.insert(
+        "node_activity",
+        [{"cluster": CLUSTER, "node": node, "min_time": at, "max_time": at, "allocations": True, "seq": now_seq()}],
+    )
 
 
 def test_one_nodes_poisoned_allocation_quarantines_that_node_and_the_others_stay_current(
-        warehouse: Warehouse, isolated_settings: Settings) -> None:
+    warehouse: Warehouse, isolated_settings: Settings
+) -> None:
     load = Load(nodes=3, interval_s=60)
     owns = lambda cluster, node: True  # noqa: E731
     _ingest(warehouse, load, 0, 60)
@@ -105,13 +135,23 @@ def test_one_nodes_poisoned_allocation_quarantines_that_node_and_the_others_stay
 
     # the input is fixed (a later, valid snapshot of the same placement): the node resumes
     fixed = ev.AllocationEvent(
-        id="fixed-poisoned", source="kubernetes", type="allocation.ended", cluster=CLUSTER,
-        time=load.start + timedelta(minutes=40), data=ev.AllocationData(
-            scheduler="kubernetes", job_id="ml/poisoned", node="node-0001", state="ended",
-            start_time=load.start + timedelta(minutes=10), end_time=load.start + timedelta(minutes=40),
+        id="fixed-poisoned",
+        source="kubernetes",
+        type="allocation.ended",
+        cluster=CLUSTER,
+        time=load.start + timedelta(minutes=40),
+        data=ev.AllocationData(
+            scheduler="kubernetes",
+            job_id="ml/poisoned",
+            node="node-0001",
+            state="ended",
+            start_time=load.start + timedelta(minutes=10),
+            end_time=load.start + timedelta(minutes=40),
             outcome="success",
-            gpus=[ev.GpuRequest(kind="mig", count=1, profile="1g.10gb", gpu_type="A100-SXM4-80GB")]))
-    write_batch(warehouse, [Message("scheduler.allocations", 0, 0, fixed.to_bytes())], publish_dead_letters=list)
+            gpus=[ev.GpuRequest(kind="mig", count=1, profile="1g.10gb", gpu_type="A100-SXM4-80GB")],
+        ),
+    )
+    write_batch(warehouse, [Message("scheduler.allocations", 0, 0, fixed.to_bytes())], publish_dead_letters=_dropped)
     time.sleep(max(step.IDLE_FLUSH_S, step.QUARANTINE_RETRY_S) + 0.2)
     report = step.run_step(warehouse, isolated_settings, owns)
     assert report.quarantined == 0
@@ -121,7 +161,8 @@ def test_one_nodes_poisoned_allocation_quarantines_that_node_and_the_others_stay
 
 
 def test_an_event_from_the_future_is_a_dead_letter_and_closes_no_window(
-        warehouse: Warehouse, isolated_settings: Settings) -> None:
+    warehouse: Warehouse, isolated_settings: Settings
+) -> None:
     now = datetime.now(UTC).replace(second=0, microsecond=0)
     load = Load(nodes=1, interval_s=60, start=now - timedelta(minutes=30))
     assert _ingest(warehouse, load, 0, 20) == []
@@ -143,7 +184,8 @@ def _publish(settings: Settings, load: Load, rounds: int) -> None:
 
 
 def test_a_replay_from_kafka_after_retention_moved_the_start_is_refused_and_changes_nothing(
-        warehouse: Warehouse, isolated_settings: Settings) -> None:
+    warehouse: Warehouse, isolated_settings: Settings
+) -> None:
     ensure_topics(isolated_settings)
     load = Load(nodes=2, interval_s=60)
     _publish(isolated_settings, load, 10)
@@ -157,8 +199,9 @@ def test_a_replay_from_kafka_after_retention_moved_the_start_is_refused_and_chan
     topic = physical_name(GPU_METRICS, isolated_settings)
     admin = KafkaAdminClient(**isolated_settings.kafka_client_config())
     try:  # what retention does to an old segment
-        partition = next(p for p in range(GPU_METRICS.partitions)
-                         if _end(isolated_settings, TopicPartition(topic, p)) > 1)
+        partition = next(
+            p for p in range(GPU_METRICS.partitions) if _end(isolated_settings, TopicPartition(topic, p)) > 1
+        )
         admin.delete_records({TopicPartition(topic, partition): 1})
     finally:
         admin.close()
@@ -177,14 +220,27 @@ def _end(settings: Settings, tp: TopicPartition) -> int:
         consumer.close()
 
 
-def test_ingest_wait_without_a_worker_fails_fast_naming_the_cause(isolated_settings: Settings,
-                                                                 tmp_path: Path) -> None:
+def test_ingest_wait_without_a_worker_fails_fast_naming_the_cause(isolated_settings: Settings, tmp_path: Path) -> None:
     apply_migrations(isolated_settings)
     ensure_topics(isolated_settings)
     env = {**os.environ, **isolated_settings.process_env()}
     started = time.monotonic()
-    command = [sys.executable, "-m", "pipelines.cli.main", "ingest", "dcgm", "-f", str(FIXTURE), "--node", "n1",
-               "--time", "2026-11-02T10:00:00Z", "--wait", "--timeout", "600"]
+    command = [
+        sys.executable,
+        "-m",
+        "pipelines.cli.main",
+        "ingest",
+        "dcgm",
+        "-f",
+        str(FIXTURE),
+        "--node",
+        "n1",
+        "--time",
+        "2026-11-02T10:00:00Z",
+        "--wait",
+        "--timeout",
+        "600",
+    ]
     result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120, check=False)
     took = time.monotonic() - started
     assert result.returncode != 0
@@ -194,24 +250,46 @@ def test_ingest_wait_without_a_worker_fails_fast_naming_the_cause(isolated_setti
 
 
 def test_dlq_replay_re_drives_the_letters_that_are_valid_now_once(
-        warehouse: Warehouse, isolated_settings: Settings) -> None:
+    warehouse: Warehouse, isolated_settings: Settings
+) -> None:
     ensure_topics(isolated_settings)
     now = datetime.now(UTC)
-    good = [m for m in encode(Load(nodes=2, interval_s=60, start=now - timedelta(hours=1)), 0, 2)
-            if m[0] == GPU_METRICS.name]
-    letters = [ev.DeadLetter.build(topic=GPU_METRICS.name, source="streams", reason="processing failed: code 202",
-                                   raw=value, origin=f"gpu.metrics:0:{i}") for i, (_, _, value) in enumerate(good)]
-    letters.append(ev.DeadLetter.build(topic=GPU_METRICS.name, source="dcgm", reason="not a number", raw="gpu=x",
-                                       origin="scrape"))
-    letters.append(ev.DeadLetter.build(topic="scheduler.allocations", source="streams", reason="old",
-                                       raw=good[0][2], origin="x", time=now - timedelta(days=3)))
+    good = [
+        m
+        for m in encode(Load(nodes=2, interval_s=60, start=now - timedelta(hours=1)), 0, 2)
+        if m[0] == GPU_METRICS.name
+    ]
+    letters = [
+        ev.DeadLetter.build(
+            topic=GPU_METRICS.name,
+            source="streams",
+            reason="processing failed: code 202",
+            raw=value,
+            origin=f"gpu.metrics:0:{i}",
+        )
+        for i, (_, _, value) in enumerate(good)
+    ]
+    letters.append(
+        ev.DeadLetter.build(topic=GPU_METRICS.name, source="dcgm", reason="not a number", raw="gpu=x", origin="scrape")
+    )
+    letters.append(
+        ev.DeadLetter.build(
+            topic="scheduler.allocations",
+            source="streams",
+            reason="old",
+            raw=good[0][2],
+            origin="x",
+            time=now - timedelta(days=3),
+        )
+    )
     warehouse.insert("dead_letters", [dead_letter_row(letter) for letter in letters])
 
     report = replay_dead_letters(isolated_settings, GPU_METRICS.name, since=now - timedelta(days=1))
     assert report.replayed == len(good)
     assert sum(report.still_invalid.values()) == 1
-    consumer = KafkaConsumer(**isolated_settings.kafka_client_config(), auto_offset_reset="earliest",
-                             consumer_timeout_ms=5000)
+    consumer = KafkaConsumer(
+        **isolated_settings.kafka_client_config(), auto_offset_reset="earliest", consumer_timeout_ms=5000
+    )
     try:
         topic = physical_name(GPU_METRICS, isolated_settings)
         consumer.subscribe([topic])
@@ -226,18 +304,31 @@ def test_dlq_replay_re_drives_the_letters_that_are_valid_now_once(
 
 def _allocation(event_id: str, state: str, at: datetime, start: datetime, end: datetime | None) -> Message:
     data: dict[str, object] = {
-        "scheduler": "slurm", "job_id": "7001", "node": "node-0000", "state": state,
-        "start_time": start.isoformat(), "gpus": [{"kind": "gpu", "count": 4}], "gpu_indices": [0, 1, 2, 3],
-        "owner": {"account": "physics"}}
+        "scheduler": "slurm",
+        "job_id": "7001",
+        "node": "node-0000",
+        "state": state,
+        "start_time": start.isoformat(),
+        "gpus": [{"kind": "gpu", "count": 4}],
+        "gpu_indices": [0, 1, 2, 3],
+        "owner": {"account": "physics"},
+    }
     if end is not None:
         data.update(end_time=end.isoformat(), outcome="success")
-    event = {"id": event_id, "source": "slurm", "type": f"allocation.{state}", "time": at.isoformat(),
-             "cluster": CLUSTER, "data": data}
+    event = {
+        "id": event_id,
+        "source": "slurm",
+        "type": f"allocation.{state}",
+        "time": at.isoformat(),
+        "cluster": CLUSTER,
+        "data": data,
+    }
     return Message("scheduler.allocations", 0, 0, orjson.dumps(event))
 
 
 def test_the_end_of_a_seven_day_job_recomputes_only_the_windows_after_it(
-        warehouse: Warehouse, isolated_settings: Settings) -> None:
+    warehouse: Warehouse, isolated_settings: Settings
+) -> None:
     load = Load(nodes=1, interval_s=300, alloc_period_s=10**9)  # samples only; the job comes below
     days = 7
     rounds = load.rounds_for(24 * days)
@@ -245,38 +336,49 @@ def test_the_end_of_a_seven_day_job_recomputes_only_the_windows_after_it(
     owns = lambda cluster, node: True  # noqa: E731
     closed = load.round_time(rounds - 1) + timedelta(minutes=1)  # the idle flush closes past the last sample
     _ingest(warehouse, load, 0, rounds)
-    write_batch(warehouse, [_allocation("job-7001-run", "running", start, start, None)], publish_dead_letters=list)
+    write_batch(warehouse, [_allocation("job-7001-run", "running", start, start, None)], publish_dead_letters=_dropped)
     time.sleep(step.IDLE_FLUSH_S + 0.2)
     assert step.run_step(warehouse, isolated_settings, owns).windows == (closed - load.start) / timedelta(minutes=1)
 
     # the collector restarted and sent the same running snapshot again: nothing to recompute
-    write_batch(warehouse, [_allocation("job-7001-run-again", "running", start + timedelta(days=6), start, None)],
-                publish_dead_letters=list)
+    write_batch(
+        warehouse,
+        [_allocation("job-7001-run-again", "running", start + timedelta(days=6), start, None)],
+        publish_dead_letters=_dropped,
+    )
     time.sleep(step.IDLE_FLUSH_S + 0.2)
     assert step.run_step(warehouse, isolated_settings, owns).windows == 0
 
     # the job ends two hours before the data does: only those 120 windows change
     end = closed - timedelta(hours=2)
-    write_batch(warehouse, [_allocation("job-7001-end", "ended", end, start, end)], publish_dead_letters=list)
+    write_batch(warehouse, [_allocation("job-7001-end", "ended", end, start, end)], publish_dead_letters=_dropped)
     time.sleep(step.IDLE_FLUSH_S + 0.2)
     assert step.run_step(warehouse, isolated_settings, owns).windows == 120
     held = warehouse.client.command(
-        "SELECT sum(gpu_seconds) FROM current_facts WHERE job_id = '7001' AND kind = 'allocated'")
+        "SELECT sum(gpu_seconds) FROM current_facts WHERE job_id = '7001' AND kind = 'allocated'"
+    )
     assert held == pytest.approx(4 * (end - start).total_seconds(), abs=1e-6)
-    assert warehouse.client.command(
-        f"SELECT count() FROM current_facts WHERE job_id = '7001' AND window_start >= '{end:%Y-%m-%d %H:%M:%S}'") == 0
+    assert (
+        warehouse.client.command(
+            f"SELECT count() FROM current_facts WHERE job_id = '7001' AND window_start >= '{end:%Y-%m-%d %H:%M:%S}'"
+        )
+        == 0
+    )
 
 
 # infra.process.start leaves the worker's Popen handle behind on purpose (the pid file tracks it)
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
-def test_up_says_when_running_workers_have_other_settings_and_stops_extra_workers(
-        isolated_settings: Settings) -> None:
+def test_up_says_when_running_workers_have_other_settings_and_stops_extra_workers(isolated_settings: Settings) -> None:
     settings = isolated_settings
     first = services.up(settings, workers=1, stop_extra=True)
     try:
         assert first.started == ["worker-0"] and first.mismatched == {}
-        other = settings.model_copy(update={"clickhouse_database": settings.clickhouse_database + "_b",
-                                            "topic_prefix": settings.topic_prefix + "b."})
+        other = settings.model_copy(
+            update={
+                "clickhouse_database": settings.clickhouse_database + "_b",
+                "topic_prefix": settings.topic_prefix + "b.",
+            }
+        )
         second = services.up(other, workers=1, stop_extra=True)
         assert second.running == ["worker-0"]
         differ = second.mismatched["worker-0"]

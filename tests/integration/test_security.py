@@ -64,8 +64,12 @@ def _app() -> typer.Typer:
 def _tables(settings: Settings) -> dict[str, int]:
     client = get_client(settings)
     try:
-        names = [r[0] for r in client.query("SELECT name FROM system.tables WHERE database = currentDatabase() "
-                                            "AND engine NOT LIKE '%View'").result_rows]
+        names = [
+            r[0]
+            for r in client.query(
+                "SELECT name FROM system.tables WHERE database = currentDatabase() AND engine NOT LIKE '%View'"
+            ).result_rows
+        ]
         return {n: int(str(client.command(f"SELECT count() FROM `{n}`"))) for n in names}
     finally:
         client.close()
@@ -97,15 +101,27 @@ def test_a_business_units_export_holds_only_its_rows(warehouse: Settings, tmp_pa
     _, all_rows = read(tmp_path / "all" / "focus-chargeback-2026-03.csv")
     for unit in ("product", "research"):
         out = tmp_path / unit
-        result = runner.invoke(_app(), ["export", "chargeback", "--period", "2026-03", "--out", str(out),
-                                        "--business-unit", unit])
+        result = runner.invoke(
+            _app(), ["export", "chargeback", "--period", "2026-03", "--out", str(out), "--business-unit", unit]
+        )
         assert result.exit_code == 0, result.output
         assert [p.name for p in out.iterdir()] == [f"focus-chargeback-2026-03-{unit}.csv"]
         _, rows = read(out / f"focus-chargeback-2026-03-{unit}.csv")
         assert rows and all(r["SubAccountId"] == unit for r in rows)
         assert sorted(map(repr, rows)) == sorted(repr(r) for r in all_rows if r["SubAccountId"] == unit)
-    sneaky = runner.invoke(_app(), ["export", "chargeback", "--period", "2026-03", "--out", str(tmp_path / "x"),
-                                    "--business-unit", "product' OR '1'='1"])
+    sneaky = runner.invoke(
+        _app(),
+        [
+            "export",
+            "chargeback",
+            "--period",
+            "2026-03",
+            "--out",
+            str(tmp_path / "x"),
+            "--business-unit",
+            "product' OR '1'='1",
+        ],
+    )
     assert sneaky.exit_code != 0 and not (tmp_path / "x").exists()
 
 
@@ -139,11 +155,18 @@ def guarded(tmp_path: Path) -> Iterator[EndpointProcess]:
 
 
 def test_cli_and_worker_authenticate_and_never_print_the_secret(
-        guarded: EndpointProcess, endpoints: Endpoints, tmp_path: Path) -> None:
+    guarded: EndpointProcess, endpoints: Endpoints, tmp_path: Path
+) -> None:
     (tmp_path / "home").mkdir()
-    settings = Settings(kafka_bootstrap_servers=endpoints.kafka_bootstrap, clickhouse_url=guarded.url,
-                        clickhouse_user="ledger", clickhouse_password=SecretStr(SECRET), clickhouse_database="secured",
-                        topic_prefix=f"test-secured-{tmp_path.name[-12:]}.", home=tmp_path / "home")
+    settings = Settings(
+        kafka_bootstrap_servers=endpoints.kafka_bootstrap,
+        clickhouse_url=guarded.url,
+        clickhouse_user="ledger",
+        clickhouse_password=SecretStr(SECRET),
+        clickhouse_database="secured",
+        topic_prefix=f"test-secured-{tmp_path.name[-12:]}.",
+        home=tmp_path / "home",
+    )
     pipeline = Pipeline(settings, tmp_path)
     try:
         pipeline.start_worker(0)
@@ -152,13 +175,26 @@ def test_cli_and_worker_authenticate_and_never_print_the_secret(
     finally:
         pipeline.stop_all()
     env = {**pipeline.env(), "GPULEDGER_DEBUG": ""}
-    status = subprocess.run([sys.executable, "-m", "pipelines.cli.main", "status", "--format", "json"], env=env,
-                            capture_output=True, text=True, cwd=REPO, timeout=120, check=False)
+    status = subprocess.run(
+        [sys.executable, "-m", "pipelines.cli.main", "status", "--format", "json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+        check=False,
+    )
     assert status.returncode == 0, status.stderr
     assert json.loads(status.stdout)["tables"]["gpu_samples"] == 160  # authenticated: it could count
-    wrong = subprocess.run([sys.executable, "-m", "pipelines.cli.main", "status", "--format", "json"],
-                           env={**env, "CLICKHOUSE_PASSWORD": SECRET + "-wrong"}, capture_output=True, text=True,
-                           cwd=REPO, timeout=120, check=False)
+    wrong = subprocess.run(
+        [sys.executable, "-m", "pipelines.cli.main", "status", "--format", "json"],
+        env={**env, "CLICKHOUSE_PASSWORD": SECRET + "-wrong"},
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+        check=False,
+    )
     worker_log = (tmp_path / "worker-0.log").read_text()
     for text in (status.stdout, status.stderr, wrong.stdout, wrong.stderr, worker_log, guarded.output):
         assert SECRET not in text

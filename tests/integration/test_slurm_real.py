@@ -39,8 +39,9 @@ NODE = "gpusim01"
 def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     state = tmp_path_factory.mktemp("slurm")
     env = {**os.environ, "SLURM_DIR": str(state), "SLURM_CLUSTER": CLUSTER, "SLURM_NODE": NODE}
-    started = subprocess.run(["bash", str(REPO / "infra/slurm/start.sh")], env=env, capture_output=True, text=True,
-                             timeout=300, check=False)
+    started = subprocess.run(
+        ["bash", str(REPO / "infra/slurm/start.sh")], env=env, capture_output=True, text=True, timeout=300, check=False
+    )
     try:
         assert started.returncode == 0, started.stdout + started.stderr
         print(started.stdout)
@@ -84,11 +85,28 @@ def gpu_indices(env: dict[str, str], job: str) -> list[int]:
 
 def collect(settings: Settings, env: dict[str, str], state_file: Path) -> dict[str, Any]:
     done = subprocess.run(
-        [str(REPO / ".venv/bin/gpuledger"), "collect", "slurm", "--once", "--cluster", CLUSTER,
-         "--nodes-cmd", "sinfo --json", "--state-file", str(state_file), "--format", "json"],
-        env={**env, **settings.process_env()}, capture_output=True, text=True, timeout=300, check=False)
+        [
+            str(REPO / ".venv/bin/gpuledger"),
+            "collect",
+            "slurm",
+            "--once",
+            "--cluster",
+            CLUSTER,
+            "--nodes-cmd",
+            "sinfo --json",
+            "--state-file",
+            str(state_file),
+            "--format",
+            "json",
+        ],
+        env={**env, **settings.process_env()},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
-    summary: dict[str, Any] = json.loads(done.stdout[done.stdout.index("{"):])
+    summary: dict[str, Any] = json.loads(done.stdout[done.stdout.index("{") :])
     return summary
 
 
@@ -102,21 +120,34 @@ def epoch(value: Any) -> datetime | None:
     return datetime.fromtimestamp(value, UTC) if value else None
 
 
-def test_real_jobs_reach_kafka_as_slurm_reports_them(slurm: dict[str, str], isolated_settings: Settings,
-                                                     tmp_path: Path) -> None:
+def test_real_jobs_reach_kafka_as_slurm_reports_them(
+    slurm: dict[str, str], isolated_settings: Settings, tmp_path: Path
+) -> None:
     env = slurm
     ensure_topics(isolated_settings)
     state_file = tmp_path / "collector.state"
     sbatch = ("sbatch", "--parsable", "-p", "gpu")
-    done = sh(env, *sbatch, "-A", "llm", "--gres=gpu:h100:2", "-J", "train", "--comment", "model=llama-8b",
-              "--wrap", "sleep 3").strip()
-    array = sh(env, *sbatch, "-A", "vision", "--gres=gpu:h100:1", "--array=0-2", "-J", "sweep",
-               "--wrap", "sleep 2").strip()
-    failing = sh(env, *sbatch, "-A", "vision", "--gres=gpu:h100:1", "-J", "crash",
-                 "--wrap", "sleep 1; exit 3").strip()
+    done = sh(
+        env,
+        *sbatch,
+        "-A",
+        "llm",
+        "--gres=gpu:h100:2",
+        "-J",
+        "train",
+        "--comment",
+        "model=llama-8b",
+        "--wrap",
+        "sleep 3",
+    ).strip()
+    array = sh(
+        env, *sbatch, "-A", "vision", "--gres=gpu:h100:1", "--array=0-2", "-J", "sweep", "--wrap", "sleep 2"
+    ).strip()
+    failing = sh(env, *sbatch, "-A", "vision", "--gres=gpu:h100:1", "-J", "crash", "--wrap", "sleep 1; exit 3").strip()
     requeued = sh(env, *sbatch, "-A", "llm", "--gres=gpu:h100:3", "-J", "requeue-me", "--wrap", "sleep 10").strip()
-    later = sh(env, *sbatch, "-A", "llm", "--gres=gpu:h100:1", "-J", "never", "--begin=now+3600",
-               "--wrap", "sleep 1").strip()
+    later = sh(
+        env, *sbatch, "-A", "llm", "--gres=gpu:h100:1", "-J", "never", "--begin=now+3600", "--wrap", "sleep 1"
+    ).strip()
 
     # while the requeued job runs: the collector sees it running on the GPUs Slurm gave it, and the
     # prolog wrote the same GPUs into dcgm-exporter's job mapping
@@ -126,8 +157,7 @@ def test_real_jobs_reach_kafka_as_slurm_reports_them(slurm: dict[str, str], isol
     assert sorted(int(p.name) for p in mapping.iterdir() if requeued in p.read_text().split()) == indices
     first = collect(isolated_settings, env, state_file)
     assert first["dead_letters"] == 0, first
-    running = [e for e in consume(isolated_settings) if e.type == "allocation.running"
-               and e.data.job_id == requeued]
+    running = [e for e in consume(isolated_settings) if e.type == "allocation.running" and e.data.job_id == requeued]
     assert running and running[-1].data.gpu_indices == indices
     assert running[-1].data.node == NODE and running[-1].data.owner.account == "llm"
 
@@ -141,8 +171,11 @@ def test_real_jobs_reach_kafka_as_slurm_reports_them(slurm: dict[str, str], isol
     wait("every job to finish", lambda: not sh(env, "squeue", "-h", "-o", "%i").strip(), timeout_s=120)
     sh(env, "scontrol", "update", f"nodename={NODE}", "state=drain", "reason=itest-maintenance")
     finished = {"COMPLETED", "FAILED", "CANCELLED", "REQUEUED"}
-    wait("sacct to record every end",
-         lambda: all(j["state"]["current"] in finished for j in sacct_jobs(env)), timeout_s=60)
+    wait(
+        "sacct to record every end",
+        lambda: all(j["state"]["current"] in finished for j in sacct_jobs(env)),
+        timeout_s=60,
+    )
 
     second = collect(isolated_settings, env, state_file)
     assert second["dead_letters"] == 0, second
@@ -191,8 +224,9 @@ def test_real_jobs_reach_kafka_as_slurm_reports_them(slurm: dict[str, str], isol
     sh(env, "scontrol", "update", f"nodename={NODE}", "state=resume")
 
 
-def test_a_drained_node_is_unavailable_capacity(slurm: dict[str, str], isolated_settings: Settings,
-                                                tmp_path: Path) -> None:
+def test_a_drained_node_is_unavailable_capacity(
+    slurm: dict[str, str], isolated_settings: Settings, tmp_path: Path
+) -> None:
     """Drain the node, let a few seconds pass, resume it: the stream workers count every one of its 8
     GPUs unavailable from the drain's `node.state` event to the resume's."""
     env = slurm
@@ -220,26 +254,48 @@ def test_a_drained_node_is_unavailable_capacity(slurm: dict[str, str], isolated_
         pipeline.stop_all()
 
 
-def test_slurmrestd_answers_what_squeue_and_sinfo_answer(slurm: dict[str, str], isolated_settings: Settings,
-                                                        tmp_path: Path) -> None:
+def test_slurmrestd_answers_what_squeue_and_sinfo_answer(
+    slurm: dict[str, str], isolated_settings: Settings, tmp_path: Path
+) -> None:
     """The collector reading Slurm's REST API (slurmrestd on its unix socket, through curl, the way
     a wrapper command would) publishes the running job and the node as the commands make them."""
     env = slurm
     socket = Path(env["SLURM_DIR"]) / "run/slurmrestd.sock"
     assert socket.is_socket(), "infra/slurm/start.sh started no slurmrestd (apt package slurmrestd)"
     ensure_topics(isolated_settings)
-    job = sh(env, "sbatch", "--parsable", "-p", "gpu", "-A", "llm", "--gres=gpu:h100:2", "-J", "rest",
-             "--wrap", "sleep 30").strip()
+    job = sh(
+        env, "sbatch", "--parsable", "-p", "gpu", "-A", "llm", "--gres=gpu:h100:2", "-J", "rest", "--wrap", "sleep 30"
+    ).strip()
     try:
         wait("the job to run", lambda: squeue_state(env, job) == "RUNNING")
         rest = f"curl -sf --unix-socket {socket} http://localhost/slurm/v0.0.38"
         done = subprocess.run(
-            [str(REPO / ".venv/bin/gpuledger"), "collect", "slurm", "--once", "--cluster", CLUSTER,
-             "--squeue-cmd", f"{rest}/jobs", "--sacct-cmd", "", "--nodes-cmd", f"{rest}/nodes",
-             "--state-file", str(tmp_path / "rest.state"), "--format", "json"],
-            env={**env, **isolated_settings.process_env()}, capture_output=True, text=True, timeout=300, check=False)
+            [
+                str(REPO / ".venv/bin/gpuledger"),
+                "collect",
+                "slurm",
+                "--once",
+                "--cluster",
+                CLUSTER,
+                "--squeue-cmd",
+                f"{rest}/jobs",
+                "--sacct-cmd",
+                "",
+                "--nodes-cmd",
+                f"{rest}/nodes",
+                "--state-file",
+                str(tmp_path / "rest.state"),
+                "--format",
+                "json",
+            ],
+            env={**env, **isolated_settings.process_env()},
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
         assert done.returncode == 0, done.stdout + done.stderr
-        assert json.loads(done.stdout[done.stdout.index("{"):])["dead_letters"] == 0
+        assert json.loads(done.stdout[done.stdout.index("{") :])["dead_letters"] == 0
         events = consume(isolated_settings)
         (running,) = [e.data for e in events if e.type == "allocation.running" and e.data.job_id == job]
         assert running.node == NODE and running.gpu_indices == gpu_indices(env, job)

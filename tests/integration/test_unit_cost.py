@@ -27,13 +27,35 @@ DAY = datetime(2026, 11, 2, tzinfo=UTC)
 
 
 def gpuledger(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pipelines.cli.main", *args], capture_output=True, text=True,
-                          timeout=600, cwd=REPO, env={**os.environ, "COLUMNS": "160"}, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "pipelines.cli.main", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=REPO,
+        env={**os.environ, "COLUMNS": "160"},
+        check=False,
+    )
 
 
 def unit_cost(runner: Any, unit: str) -> dict[str, dict[str, Any]]:
-    result = runner.invoke(app(), ["report", "unit-cost", "--unit", unit, "--by", "model", "--cluster", CLUSTER,
-                                   "--window", "2026-11-02", "--format", "json"])
+    result = runner.invoke(
+        app(),
+        [
+            "report",
+            "unit-cost",
+            "--unit",
+            unit,
+            "--by",
+            "model",
+            "--cluster",
+            CLUSTER,
+            "--window",
+            "2026-11-02",
+            "--format",
+            "json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     return {r["key"]: r for r in json.loads(result.output)}
 
@@ -44,15 +66,32 @@ def test_cost_per_million_tokens_per_model(demo: Demo, tmp_path: Path, monkeypat
         truth = json.loads((demo.settings.home / "demo" / CLUSTER / "truth.json").read_text())
         client = get_client(demo.settings)
         try:
-            some_job = client.query("SELECT scheduler, job_id FROM job_attempts FINAL WHERE cluster = {c:String} "
-                                    "ORDER BY job_id LIMIT 1", parameters={"c": CLUSTER}).result_rows[0]
+            some_job = client.query(
+                "SELECT scheduler, job_id FROM job_attempts FINAL WHERE cluster = {c:String} ORDER BY job_id LIMIT 1",
+                parameters={"c": CLUSTER},
+            ).result_rows[0]
         finally:
             client.close()
         lines = [  # a job no fact names, and another unit of a known job
-            json.dumps({"job_id": "ghost/pod-0", "unit": "tokens_generated", "quantity": 777,
-                        "start": DAY.isoformat(), "end": (DAY + timedelta(hours=1)).isoformat()}),
-            json.dumps({"job_id": some_job[1], "scheduler": some_job[0], "unit": "samples", "quantity": 5,
-                        "start": DAY.isoformat(), "end": (DAY + timedelta(hours=1)).isoformat()}),
+            json.dumps(
+                {
+                    "job_id": "ghost/pod-0",
+                    "unit": "tokens_generated",
+                    "quantity": 777,
+                    "start": DAY.isoformat(),
+                    "end": (DAY + timedelta(hours=1)).isoformat(),
+                }
+            ),
+            json.dumps(
+                {
+                    "job_id": some_job[1],
+                    "scheduler": some_job[0],
+                    "unit": "samples",
+                    "quantity": 5,
+                    "start": DAY.isoformat(),
+                    "end": (DAY + timedelta(hours=1)).isoformat(),
+                }
+            ),
         ]
         outputs = tmp_path / "outputs.jsonl"
         outputs.write_text("\n".join(lines) + "\n")
@@ -62,8 +101,23 @@ def test_cost_per_million_tokens_per_model(demo: Demo, tmp_path: Path, monkeypat
         tokens, generated = unit_cost(runner, "tokens"), unit_cost(runner, "tokens_generated")
         missing = gpuledger("report", "unit-cost", "--by", "model", "--window", "2026-11")
         assert missing.returncode == 2 and "--unit" in missing.stderr  # the month's unit cost has no groups
-        month = runner.invoke(app(), ["report", "unit-cost", "--unit", "tokens", "--by", "model", "--period",
-                                      "2026-11", "--cluster", CLUSTER, "--format", "json"])
+        month = runner.invoke(
+            app(),
+            [
+                "report",
+                "unit-cost",
+                "--unit",
+                "tokens",
+                "--by",
+                "model",
+                "--period",
+                "2026-11",
+                "--cluster",
+                CLUSTER,
+                "--format",
+                "json",
+            ],
+        )
         assert month.exit_code == 0, month.output
         assert {r["key"]: r["units"] for r in json.loads(month.output)} == {k: r["units"] for k, r in tokens.items()}
     _, focus = read(demo.out / "focus-chargeback-2026-11.csv")
@@ -84,10 +138,13 @@ def test_cost_per_million_tokens_per_model(demo: Demo, tmp_path: Path, monkeypat
     assert set(truth["cost_per_million_tokens"]) == set(served)
     # every model's cost of the day, served or not, against the truth (the report rounds to the cent)
     assert {k: float(r["cost"]) for k, r in tokens.items() if float(r["cost"])} == pytest.approx(
-        truth["cost_by_model"], abs=0.005)
+        truth["cost_by_model"], abs=0.005
+    )
     assert generated["unknown"]["units"] == pytest.approx(777 + served.get("unknown", {}).get("tokens_generated", 0))
     assert {k: r["units"] for k, r in tokens.items() if k not in served and k != "unknown"} == {
-        k: 0 for k in tokens if k not in served and k != "unknown"}  # models without a server: no tokens
+        k: 0 for k in tokens if k not in served and k != "unknown"
+    }  # models without a server: no tokens
     ran = [r for r in tokens.values() if r["successful_runs"]]
-    assert ran and all(r["cost_per_successful_run"] == pytest.approx(float(r["cost"]) / r["successful_runs"],
-                                                                     rel=1e-3) for r in ran)
+    assert ran and all(
+        r["cost_per_successful_run"] == pytest.approx(float(r["cost"]) / r["successful_runs"], rel=1e-3) for r in ran
+    )

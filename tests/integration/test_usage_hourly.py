@@ -53,31 +53,74 @@ def at(minutes: float) -> datetime:
 
 
 def fact(cluster: str, node: str, minute: int, owner: str, seconds: float, **dims: Any) -> dict[str, Any]:
-    row = {"fact_id": f"{owner}-{minute}", "cluster": cluster, "window_start": at(minute), "window_seconds": 60,
-           "node": node, "gpu_uuid": f"GPU-{owner}", "slot": f"GPU-{owner}", "gpu_model": "H100", "kind": "allocated",
-           "scheduler": "kubernetes", "job_id": owner, "logical_job": f"ns/{owner}", "attempt": 1, "namespace": "",
-           "account": "", "user": "", "queue": "", "workload_kind": "training", "team_label": "", "model": "m",
-           "gpu_seconds": seconds, "busy_seconds": seconds * 0.4, "unobserved_seconds": seconds * 0.1,
-           "energy_joules": seconds * (300.0 + minute % 7 * 25)}  # a draw that varies by window
+    row = {
+        "fact_id": f"{owner}-{minute}",
+        "cluster": cluster,
+        "window_start": at(minute),
+        "window_seconds": 60,
+        "node": node,
+        "gpu_uuid": f"GPU-{owner}",
+        "slot": f"GPU-{owner}",
+        "gpu_model": "H100",
+        "kind": "allocated",
+        "scheduler": "kubernetes",
+        "job_id": owner,
+        "logical_job": f"ns/{owner}",
+        "attempt": 1,
+        "namespace": "",
+        "account": "",
+        "user": "",
+        "queue": "",
+        "workload_kind": "training",
+        "team_label": "",
+        "model": "m",
+        "gpu_seconds": seconds,
+        "busy_seconds": seconds * 0.4,
+        "unobserved_seconds": seconds * 0.1,
+        "energy_joules": seconds * (300.0 + minute % 7 * 25),
+    }  # a draw that varies by window
     row.update(dims)
     return row
 
 
 def capacity(cluster: str, node: str, minute: int, kind: str, seconds: float) -> dict[str, Any]:
-    return fact(cluster, node, minute, f"{kind}-{node}", seconds, kind=kind, scheduler="", job_id="",
-                logical_job="", attempt=0, workload_kind="", model="", busy_seconds=0.0, unobserved_seconds=0.0)
+    return fact(
+        cluster,
+        node,
+        minute,
+        f"{kind}-{node}",
+        seconds,
+        kind=kind,
+        scheduler="",
+        job_id="",
+        logical_job="",
+        attempt=0,
+        workload_kind="",
+        model="",
+        busy_seconds=0.0,
+        unobserved_seconds=0.0,
+    )
 
 
 def mapping(effective: datetime, kind: str, key: str, value: str) -> dict[str, Any]:
     # "*": ingested without --cluster, so it applies to both clusters of these tests
-    return {"event_id": f"{effective:%d%H%M}-{kind}-{key}", "cluster": "*", "effective_from": effective,
-            "kind": kind, "key": key, "value": value}
+    return {
+        "event_id": f"{effective:%d%H%M}-{kind}-{key}",
+        "cluster": "*",
+        "effective_from": effective,
+        "kind": kind,
+        "key": key,
+        "value": value,
+    }
 
 
 def org_version(effective: datetime, ns_team: str, units: dict[str, str]) -> list[dict[str, Any]]:
     """A full org version: namespace ns-a → ``ns_team``, account acct → hpc, teams → units."""
-    return [mapping(effective, "namespace_team", "ns-a", ns_team), mapping(effective, "account_team", "acct", "hpc"),
-            *(mapping(effective, "team_business_unit", team, unit) for team, unit in units.items())]
+    return [
+        mapping(effective, "namespace_team", "ns-a", ns_team),
+        mapping(effective, "account_team", "acct", "hpc"),
+        *(mapping(effective, "team_business_unit", team, unit) for team, unit in units.items()),
+    ]
 
 
 UNITS = {"llm": "research", "vision": "research", "hpc": "science"}
@@ -86,11 +129,21 @@ UNITS = {"llm": "research", "vision": "research", "hpc": "science"}
 def window_facts(cluster: str, node: str, minute: int) -> list[dict[str, Any]]:
     """One window of a node: a labelled team, a namespace-mapped job whose attempt changes at 1h30,
     an account-mapped Slurm job, unallocated and (from 2h00 to 2h30) unavailable capacity."""
-    rows = [fact(cluster, node, minute, f"vis-{node}", 60, team_label="vision", user="ana"),
-            fact(cluster, node, minute, "train-1" if minute < 90 else "train-2", 30, namespace="ns-a",
-                 attempt=1 if minute < 90 else 2, user="bo"),
-            fact(cluster, node, minute, f"slurm-{node}", 20.5, scheduler="slurm", account="acct", queue="gpu"),
-            capacity(cluster, node, minute, "unallocated", 9.5)]
+    rows = [
+        fact(cluster, node, minute, f"vis-{node}", 60, team_label="vision", user="ana"),
+        fact(
+            cluster,
+            node,
+            minute,
+            "train-1" if minute < 90 else "train-2",
+            30,
+            namespace="ns-a",
+            attempt=1 if minute < 90 else 2,
+            user="bo",
+        ),
+        fact(cluster, node, minute, f"slurm-{node}", 20.5, scheduler="slurm", account="acct", queue="gpu"),
+        capacity(cluster, node, minute, "unallocated", 9.5),
+    ]
     if 120 <= minute < 150:
         rows.append(capacity(cluster, node, minute, "unavailable", 60))
     return rows
@@ -106,10 +159,21 @@ def write_facts(client: Client, cluster: str, node: str, windows: list[datetime]
     one new version), without the rollup: the tests decide when to rebuild."""
     version = time.time_ns()
     insert_rows(client, "gpu_usage_facts", [{**r, "version": version} for r in rows])
-    insert_rows(client, "fact_windows", [
-        {"cluster": cluster, "node": node, "window_start": w, "version": version,
-         "capacity_seconds": sum(r["gpu_seconds"] for r in rows if r["window_start"] == w),
-         "rows": sum(1 for r in rows if r["window_start"] == w)} for w in windows])
+    insert_rows(
+        client,
+        "fact_windows",
+        [
+            {
+                "cluster": cluster,
+                "node": node,
+                "window_start": w,
+                "version": version,
+                "capacity_seconds": sum(r["gpu_seconds"] for r in rows if r["window_start"] == w),
+                "rows": sum(1 for r in rows if r["window_start"] == w),
+            }
+            for w in windows
+        ],
+    )
 
 
 def write_history(client: Client, minutes: range, nodes: tuple[tuple[str, str], ...]) -> None:
@@ -121,21 +185,38 @@ def write_history(client: Client, minutes: range, nodes: tuple[tuple[str, str], 
 
 def attempts() -> list[dict[str, Any]]:
     base = {"cluster": "c", "scheduler": "kubernetes", "version": 1, "failure_reason": ""}
-    return [{**base, "job_id": "train-1", "attempt": 1, "logical_job": "ns/train-1", "outcome": "failure",
-             "failure_reason": "oom"},
-            {**base, "job_id": "train-2", "attempt": 2, "logical_job": "ns/train-2", "outcome": "success"},
-            {**base, "scheduler": "slurm", "job_id": "slurm-n1", "attempt": 1, "logical_job": "ns/slurm-n1",
-             "outcome": "failure", "failure_reason": ""}]
+    return [
+        {
+            **base,
+            "job_id": "train-1",
+            "attempt": 1,
+            "logical_job": "ns/train-1",
+            "outcome": "failure",
+            "failure_reason": "oom",
+        },
+        {**base, "job_id": "train-2", "attempt": 2, "logical_job": "ns/train-2", "outcome": "success"},
+        {
+            **base,
+            "scheduler": "slurm",
+            "job_id": "slurm-n1",
+            "attempt": 1,
+            "logical_job": "ns/slurm-n1",
+            "outcome": "failure",
+            "failure_reason": "",
+        },
+    ]
 
 
-def report(client: Client, query: str, by: str, start: datetime, end: datetime,
-           cluster: str = "") -> tuple[list[str], list[tuple[Any, ...]]]:
+def report(
+    client: Client, query: str, by: str, start: datetime, end: datetime, cluster: str = ""
+) -> tuple[list[str], list[tuple[Any, ...]]]:
     result = client.query(load_query(query), parameters={"by": by, "start": start, "end": end, "cluster": cluster})
     return list(result.column_names), [tuple(r) for r in result.result_rows]
 
 
-def assert_equal_to_facts(client: Client, bys: tuple[str, ...] = BYS, ranges: list[tuple[int, int]] = RANGES,
-                          cluster: str = "") -> int:
+def assert_equal_to_facts(
+    client: Client, bys: tuple[str, ...] = BYS, ranges: list[tuple[int, int]] = RANGES, cluster: str = ""
+) -> int:
     """gpu_hours == gpu_hours_facts for every (by, range); returns the number of non-empty answers."""
     non_empty = 0
     for by in bys:
@@ -176,25 +257,32 @@ def hours_by_key(client: Client, by: str, start: datetime, end: datetime) -> dic
 NODES = (("c", "n1"), ("c", "n2"), ("d", "n1"))
 
 
-@pytest.mark.parametrize(("start", "end", "hours"), [
-    (T0, T0 + HOUR, (T0, T0 + HOUR)),
-    (T0 + 13 * MIN, T0 + 61 * MIN, (T0, T0 + 2 * HOUR)),
-    (T0 + timedelta(seconds=1), T0 + 2 * MIN, (T0, T0 + HOUR)),
-    (T0 + 59 * MIN, T0 + 60 * MIN, (T0, T0 + HOUR)),
-    (T0 + HOUR, T0 + HOUR, (T0 + HOUR, T0 + HOUR)),  # empty range: nothing to rebuild
-    (T0 + 2 * HOUR, T0 + HOUR, (T0 + 2 * HOUR, T0 + 2 * HOUR)),
-    (datetime(2026, 11, 1, 3, 30), datetime(2026, 11, 1, 5, 0), (T0 + 3 * HOUR, T0 + 5 * HOUR)),  # naive = UTC
-])
-def test_hour_span_covers_every_overlapping_hour(start: datetime, end: datetime,
-                                                 hours: tuple[datetime, datetime]) -> None:
+@pytest.mark.parametrize(
+    ("start", "end", "hours"),
+    [
+        (T0, T0 + HOUR, (T0, T0 + HOUR)),
+        (T0 + 13 * MIN, T0 + 61 * MIN, (T0, T0 + 2 * HOUR)),
+        (T0 + timedelta(seconds=1), T0 + 2 * MIN, (T0, T0 + HOUR)),
+        (T0 + 59 * MIN, T0 + 60 * MIN, (T0, T0 + HOUR)),
+        (T0 + HOUR, T0 + HOUR, (T0 + HOUR, T0 + HOUR)),  # empty range: nothing to rebuild
+        (T0 + 2 * HOUR, T0 + HOUR, (T0 + 2 * HOUR, T0 + 2 * HOUR)),
+        (datetime(2026, 11, 1, 3, 30), datetime(2026, 11, 1, 5, 0), (T0 + 3 * HOUR, T0 + 5 * HOUR)),  # naive = UTC
+    ],
+)
+def test_hour_span_covers_every_overlapping_hour(
+    start: datetime, end: datetime, hours: tuple[datetime, datetime]
+) -> None:
     assert hour_span(start, end) == hours
 
 
-@pytest.mark.parametrize(("windows", "hours"), [
-    ([at(5)], (T0, T0 + HOUR)),
-    ([at(59), at(0), at(60)], (T0, T0 + 2 * HOUR)),  # any order; a window at 1h00 lies in hour 1
-    ([datetime(2026, 11, 1, 2, 30)], (T0 + 2 * HOUR, T0 + 3 * HOUR)),  # naive = UTC
-])
+@pytest.mark.parametrize(
+    ("windows", "hours"),
+    [
+        ([at(5)], (T0, T0 + HOUR)),
+        ([at(59), at(0), at(60)], (T0, T0 + 2 * HOUR)),  # any order; a window at 1h00 lies in hour 1
+        ([datetime(2026, 11, 1, 2, 30)], (T0 + 2 * HOUR, T0 + 3 * HOUR)),  # naive = UTC
+    ],
+)
 def test_window_hours_hold_every_window_start(windows: list[datetime], hours: tuple[datetime, datetime]) -> None:
     assert window_hours(windows) == hours
 
@@ -213,48 +301,91 @@ def test_chunks_tile_the_range() -> None:
 
 
 def test_writes_of_one_step_group_into_one_rebuild_per_cluster_and_span() -> None:
-    written = [("c", "n2", at(30), at(31)), ("c", "n1", at(5), at(6)), ("c", "n3", at(50), at(70)),
-               ("d", "n1", at(5), at(6)), ("c", "n1", at(120), at(120)), ("c", "n1", at(7), at(8))]
-    assert group_written(written) == [("c", ["n1", "n2"], T0, T0 + HOUR), ("c", ["n3"], T0, T0 + 2 * HOUR),
-                                      ("d", ["n1"], T0, T0 + HOUR)]
+    written = [
+        ("c", "n2", at(30), at(31)),
+        ("c", "n1", at(5), at(6)),
+        ("c", "n3", at(50), at(70)),
+        ("d", "n1", at(5), at(6)),
+        ("c", "n1", at(120), at(120)),
+        ("c", "n1", at(7), at(8)),
+    ]
+    assert group_written(written) == [
+        ("c", ["n1", "n2"], T0, T0 + HOUR),
+        ("c", ["n3"], T0, T0 + 2 * HOUR),
+        ("d", ["n1"], T0, T0 + HOUR),
+    ]
     assert group_written([]) == []
 
 
-@pytest.mark.parametrize(("rows", "batches"), [
-    ([("c", "n1", T0), ("c", "n2", T0), ("c", "n2", T0 + HOUR), ("c", "n1", T0 + HOUR), ("c", "n1", T0 + 3 * HOUR),
-      ("d", "n1", T0)],
-     [("c", ["n1", "n2"], T0, T0 + 2 * HOUR), ("c", ["n1"], T0 + 3 * HOUR, T0 + 4 * HOUR),
-      ("d", ["n1"], T0, T0 + HOUR)]),
-    ([("c", "n1", T0 + h * HOUR) for h in range(30)],  # at most a day per rebuild
-     [("c", ["n1"], T0, T0 + 24 * HOUR), ("c", ["n1"], T0 + 24 * HOUR, T0 + 30 * HOUR)]),
-    ([("c", "n1", T0), ("c", "n1", T0 + HOUR), ("c", "n2", T0 + HOUR)],  # other nodes: a new batch
-     [("c", ["n1"], T0, T0 + HOUR), ("c", ["n1", "n2"], T0 + HOUR, T0 + 2 * HOUR)]),
-    ([], []),
-])
-def test_stale_hours_group_into_ranges(rows: list[tuple[str, str, datetime]],
-                                       batches: list[tuple[str, list[str], datetime, datetime]]) -> None:
+@pytest.mark.parametrize(
+    ("rows", "batches"),
+    [
+        (
+            [
+                ("c", "n1", T0),
+                ("c", "n2", T0),
+                ("c", "n2", T0 + HOUR),
+                ("c", "n1", T0 + HOUR),
+                ("c", "n1", T0 + 3 * HOUR),
+                ("d", "n1", T0),
+            ],
+            [
+                ("c", ["n1", "n2"], T0, T0 + 2 * HOUR),
+                ("c", ["n1"], T0 + 3 * HOUR, T0 + 4 * HOUR),
+                ("d", ["n1"], T0, T0 + HOUR),
+            ],
+        ),
+        (
+            [("c", "n1", T0 + h * HOUR) for h in range(30)],  # at most a day per rebuild
+            [("c", ["n1"], T0, T0 + 24 * HOUR), ("c", ["n1"], T0 + 24 * HOUR, T0 + 30 * HOUR)],
+        ),
+        (
+            [("c", "n1", T0), ("c", "n1", T0 + HOUR), ("c", "n2", T0 + HOUR)],  # other nodes: a new batch
+            [("c", ["n1"], T0, T0 + HOUR), ("c", ["n1", "n2"], T0 + HOUR, T0 + 2 * HOUR)],
+        ),
+        ([], []),
+    ],
+)
+def test_stale_hours_group_into_ranges(
+    rows: list[tuple[str, str, datetime]], batches: list[tuple[str, list[str], datetime, datetime]]
+) -> None:
     assert group_stale(rows) == batches
 
 
 def max_version(client: Client, start: datetime, end: datetime) -> int:
-    return int(client.query("SELECT max(version) FROM gpu_usage_hourly WHERE hour >= {a:DateTime64(3, 'UTC')} "
-                            "AND hour < {b:DateTime64(3, 'UTC')}", parameters={"a": start, "b": end}).result_rows[0][0])
+    return int(
+        client.query(
+            "SELECT max(version) FROM gpu_usage_hourly WHERE hour >= {a:DateTime64(3, 'UTC')} "
+            "AND hour < {b:DateTime64(3, 'UTC')}",
+            parameters={"a": start, "b": end},
+        ).result_rows[0][0]
+    )
 
 
 def test_full_hours_come_from_the_rollup_and_equal_the_facts(client: Client) -> None:
     write_history(client, range(0, 180), NODES)
-    insert_rows(client, "org_mappings", org_version(T0 - HOUR, "llm", UNITS) + org_version(at(80), "llm", {
-        **UNITS, "llm": "product"}))
+    insert_rows(
+        client,
+        "org_mappings",
+        org_version(T0 - HOUR, "llm", UNITS) + org_version(at(80), "llm", {**UNITS, "llm": "product"}),
+    )
     insert_rows(client, "job_attempts", attempts())
     # before any rebuild the whole hours are absent (the report reads them from the rollup only);
     # partial hours come from the facts
     assert hours_by_key(client, "cluster", T0, T0 + 3 * HOUR) == {}
-    assert hours_by_key(client, "cluster", at(30), at(59)) == {"c": 2 * 29 * 110.5, "d": 29 * 110.5,
-                                                               "__unallocated__": 3 * 29 * 9.5}
+    assert hours_by_key(client, "cluster", at(30), at(59)) == {
+        "c": 2 * 29 * 110.5,
+        "d": 29 * 110.5,
+        "__unallocated__": 3 * 29 * 9.5,
+    }
     rebuild_hours(client, "c", ["n1", "n2"], T0, at(180))
     rebuild_hours(client, "d", ["n1"], at(30), at(31))  # only d's first hour
     assert hours_by_key(client, "cluster", T0, T0 + 3 * HOUR) == {
-        "c": 2 * 180 * 110.5, "d": 60 * 110.5, "__unallocated__": (2 * 180 + 60) * 9.5, "__unavailable__": 2 * 30 * 60}
+        "c": 2 * 180 * 110.5,
+        "d": 60 * 110.5,
+        "__unallocated__": (2 * 180 + 60) * 9.5,
+        "__unavailable__": 2 * 30 * 60,
+    }
     rebuild_hours(client, "d", ["n1"], at(60), at(180))
     assert assert_equal_to_facts(client, BYS[:8], RANGES[:2]) == 16
     assert assert_equal_to_facts(client, ("team", "business_unit", "all"), RANGES[2:]) == 12
@@ -263,8 +394,12 @@ def test_full_hours_come_from_the_rollup_and_equal_the_facts(client: Client) -> 
     assert assert_views_agree(client, T0, T0 + 3 * HOUR) == 3 * 4 + 3 + 3 + 2
     assert assert_equal_to_facts(client, ("team", "business_unit"), RANGES[:2], cluster="d") == 4
     assert hours_by_key(client, "team", T0, T0 + 3 * HOUR) == {
-        "vision": 3 * 180 * 60, "llm": 3 * 180 * 30, "hpc": 3 * 180 * 20.5,
-        "__unallocated__": 3 * 180 * 9.5, "__unavailable__": 3 * 30 * 60}
+        "vision": 3 * 180 * 60,
+        "llm": 3 * 180 * 30,
+        "hpc": 3 * 180 * 20.5,
+        "__unallocated__": 3 * 180 * 9.5,
+        "__unavailable__": 3 * 30 * 60,
+    }
     units = hours_by_key(client, "business_unit", T0, T0 + 3 * HOUR)  # llm moves at 1h20, mid-hour
     assert units["research"] == pytest.approx(3 * 180 * 60 + 3 * 80 * 30)
     assert units["product"] == pytest.approx(3 * 100 * 30)
@@ -281,8 +416,11 @@ def test_a_rebuild_after_a_correction_drops_the_removed_owner(client: Client) ->
     before = hours_by_key(client, "job", T0, at(120))
     assert before["ns/vis-n1"] == 120 * 60
     # a late event: windows 61 and 62 now hold another job only; vis-n1's rows there must vanish
-    late = [r for m in (61, 62) for r in (fact("c", "n1", m, "late", 60, namespace="ns-b"),
-                                          capacity("c", "n1", m, "unallocated", 50))]
+    late = [
+        r
+        for m in (61, 62)
+        for r in (fact("c", "n1", m, "late", 60, namespace="ns-b"), capacity("c", "n1", m, "unallocated", 50))
+    ]
     write_facts(client, "c", "n1", [at(61), at(62)], late)
     assert hours_by_key(client, "job", T0, at(120)) == before  # the rollup is stale until rebuilt
     assert rebuild_written(client, [("c", "n1", at(61), at(62)), ("c", "n1", at(62), at(63))]) == 1
@@ -330,20 +468,41 @@ def test_org_versions_mid_hour_and_retroactive(client: Client) -> None:
     assert assert_equal_to_facts(client, ("team", "business_unit", "namespace"), RANGES[1:5]) == 12
     assert assert_views_agree(client, T0 - HOUR, T0 + 3 * HOUR) > 10
     assert hours_by_key(client, "team", T0, at(180)) == {
-        "vision": 3 * 180 * 60, "hpc": 3 * 160 * 20.5, "llm": 3 * 75 * 30, "nlp": 3 * 85 * 30,
-        "unassigned": 3 * 20 * (30 + 20.5), "__unallocated__": 3 * 180 * 9.5, "__unavailable__": 3 * 30 * 60}
+        "vision": 3 * 180 * 60,
+        "hpc": 3 * 160 * 20.5,
+        "llm": 3 * 75 * 30,
+        "nlp": 3 * 85 * 30,
+        "unassigned": 3 * 20 * (30 + 20.5),
+        "__unallocated__": 3 * 180 * 9.5,
+        "__unavailable__": 3 * 30 * 60,
+    }
     units = hours_by_key(client, "business_unit", T0, at(180))
     assert units["unassigned"] == pytest.approx(3 * 20 * 110.5 + 3 * 85 * 30)
 
 
 def random_window(rng: random.Random, node: str, minute: int) -> list[dict[str, Any]]:
-    owners = [("kubernetes", "ns-a", "", ""), ("kubernetes", "ns-x", "", "vision"), ("slurm", "", "acct", ""),
-              ("slurm", "", "other", "")]
+    owners = [
+        ("kubernetes", "ns-a", "", ""),
+        ("kubernetes", "ns-x", "", "vision"),
+        ("slurm", "", "acct", ""),
+        ("slurm", "", "other", ""),
+    ]
     rows = []
     for i in range(rng.randint(0, 3)):
         sched, ns, acc, label = rng.choice(owners)
-        rows.append(fact("c", node, minute, f"j{rng.randint(0, 5)}-{i}", rng.uniform(0, 60), scheduler=sched,
-                         namespace=ns, account=acc, team_label=label))
+        rows.append(
+            fact(
+                "c",
+                node,
+                minute,
+                f"j{rng.randint(0, 5)}-{i}",
+                rng.uniform(0, 60),
+                scheduler=sched,
+                namespace=ns,
+                account=acc,
+                team_label=label,
+            )
+        )
     return rows
 
 
@@ -388,8 +547,13 @@ def test_an_org_version_is_rebuilt_by_the_steps_a_bounded_part_at_a_time(client:
     records how far it got, for the cluster the version applies to only."""
     for cluster in ("c", "other"):
         minutes = [day * 24 * 60 + m for day in range(3) for m in (0, 90)]
-        write_facts(client, cluster, "n1", [at(m) for m in minutes],
-                    [fact(cluster, "n1", m, "j", 60.0, team_label="t") for m in minutes])
+        write_facts(
+            client,
+            cluster,
+            "n1",
+            [at(m) for m in minutes],
+            [fact(cluster, "n1", m, "j", 60.0, team_label="t") for m in minutes],
+        )
     rebuild_since(client, "", T0)
     before = _hourly_versions(client)
     request_rebuild(client, "c", T0)

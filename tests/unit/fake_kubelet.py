@@ -33,13 +33,28 @@ class FakeKubelet(api_pb2_grpc.PodResourcesListerServicer):
         self.calls += 1
         if isinstance(answer, grpc.StatusCode):
             context.abort(answer, "rejected by the kubelet")
-        pods = [api_pb2.PodResources(name=name, namespace=namespace, containers=[
-            api_pb2.ContainerResources(name=container, devices=[
-                api_pb2.ContainerDevices(resource_name=resource, device_ids=ids,
-                                         topology=api_pb2.TopologyInfo(nodes=[api_pb2.NUMANode(ID=0)]))
-                for resource, ids in devices], cpu_ids=[2, 3])
-            for container, devices in containers.items()])
-            for (namespace, name), containers in answer.items()]
+        pods = [
+            api_pb2.PodResources(
+                name=name,
+                namespace=namespace,
+                containers=[
+                    api_pb2.ContainerResources(
+                        name=container,
+                        devices=[
+                            api_pb2.ContainerDevices(
+                                resource_name=resource,
+                                device_ids=ids,
+                                topology=api_pb2.TopologyInfo(nodes=[api_pb2.NUMANode(ID=0)]),
+                            )
+                            for resource, ids in devices
+                        ],
+                        cpu_ids=[2, 3],
+                    )
+                    for container, devices in containers.items()
+                ],
+            )
+            for (namespace, name), containers in answer.items()
+        ]
         return api_pb2.ListPodResourcesResponse(pod_resources=pods)
 
 

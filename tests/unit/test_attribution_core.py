@@ -53,8 +53,7 @@ def test_partial_allocation_conserves_capacity_and_integrates_busy() -> None:
 def test_mig_instance_is_g_over_7_and_unused_slices_unallocated() -> None:
     slot = f"{G1}/mig1"
     p = Placement(owner("ns/nb"), W0, W1, (Binding(G1, 3 / 7, slot, slot),))
-    rows = attribute_window("n1", W0, W1, [GpuInfo(G1, 0, "A100")], [p], {slot: flat(0.7)},
-                            {G1: [slot]})
+    rows = attribute_window("n1", W0, W1, [GpuInfo(G1, 0, "A100")], [p], {slot: flat(0.7)}, {G1: [slot]})
     [alloc] = by_kind(rows, "allocated")
     assert alloc.gpu_seconds == pytest.approx(60 * 3 / 7)
     assert alloc.busy_seconds == pytest.approx(60 * 3 / 7 * 0.7)
@@ -149,8 +148,11 @@ def scenario(draw):
             b = (Binding(uuid, 0.25, uuid, f"{uuid}::{i}"),)
         else:
             b = ()
-        placements.append(Placement(owner(f"j{i}"), round(start, 3), round(end, 3) if end else None, b,
-                                    1.0 if kind == "unbound" else 0.0))
+        placements.append(
+            Placement(
+                owner(f"j{i}"), round(start, 3), round(end, 3) if end else None, b, 1.0 if kind == "unbound" else 0.0
+            )
+        )
     series = {}
     for uuid in GPU_IDS[: draw(st.integers(0, 3))]:
         n = draw(st.integers(0, 8))
@@ -163,8 +165,18 @@ def scenario(draw):
 
 
 def _canon(rows):
-    return sorted((r.gpu_uuid, r.slot, r.kind, str(r.owner), round(r.gpu_seconds, 6), round(r.busy_seconds, 6),
-                   round(r.unobserved_seconds, 6)) for r in rows)
+    return sorted(
+        (
+            r.gpu_uuid,
+            r.slot,
+            r.kind,
+            str(r.owner),
+            round(r.gpu_seconds, 6),
+            round(r.busy_seconds, 6),
+            round(r.unobserved_seconds, 6),
+        )
+        for r in rows
+    )
 
 
 @settings(max_examples=300, deadline=None)

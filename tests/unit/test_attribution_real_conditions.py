@@ -30,17 +30,36 @@ H100 = "NVIDIA H100 80GB HBM3"
 
 
 def alloc(**kw: Any) -> ev.AllocationData:
-    base: dict[str, Any] = {"scheduler": "kubernetes", "job_id": "ns/p", "node": "n1", "state": "running",
-                            "start_time": T0, "gpus": [{"kind": "gpu", "count": 1}]}
+    base: dict[str, Any] = {
+        "scheduler": "kubernetes",
+        "job_id": "ns/p",
+        "node": "n1",
+        "state": "running",
+        "start_time": T0,
+        "gpus": [{"kind": "gpu", "count": 1}],
+    }
     base.update(kw)
     return ev.AllocationData.model_validate(base)
 
 
-def samples(uuid: str, util: float | None, start: float, n: int, *, index: int = 0, model: str = H100,
-            xid: int | None = 0, ns: str = "", pod: str = "", job: str = "", mig: int | None = None,
-            profile: str = "") -> list[SampleRow]:
-    return [SampleRow(start + 30 * i, uuid, mig, index, model, profile, util, xid, ns, pod, job, 30.0)
-            for i in range(n)]
+def samples(
+    uuid: str,
+    util: float | None,
+    start: float,
+    n: int,
+    *,
+    index: int = 0,
+    model: str = H100,
+    xid: int | None = 0,
+    ns: str = "",
+    pod: str = "",
+    job: str = "",
+    mig: int | None = None,
+    profile: str = "",
+) -> list[SampleRow]:
+    return [
+        SampleRow(start + 30 * i, uuid, mig, index, model, profile, util, xid, ns, pod, job, 30.0) for i in range(n)
+    ]
 
 
 def node_gpus(n: int, util: float = 0.0, start: float = t0 - 60, count: int = 12) -> list[SampleRow]:
@@ -124,8 +143,10 @@ def test_drained_and_down_nodes_make_unheld_capacity_unavailable() -> None:
 
 def test_a_gpu_that_fell_off_the_bus_stays_in_capacity_as_unavailable() -> None:
     # GPU-1 showed XID 79 two hours ago and has not reported since; its samples are not loaded
-    inventory = [InventoryGpu("GPU-0", 0, H100, t0 - 86_000, t0 + 60),
-                 InventoryGpu("GPU-1", 1, H100, t0 - 86_000, t0 - 7200, down_since=t0 - 7200)]
+    inventory = [
+        InventoryGpu("GPU-0", 0, H100, t0 - 86_000, t0 + 60),
+        InventoryGpu("GPU-1", 1, H100, t0 - 86_000, t0 - 7200, down_since=t0 - 7200),
+    ]
     result = compute_range_full("c", "n1", t0, t0 + 60, 60, node_gpus(1), [], NodeInputs(inventory, ()))
     by_gpu = {(f["gpu_uuid"], f["kind"]): f["gpu_seconds"] for f in result.facts}
     assert by_gpu == {("GPU-0", "unallocated"): 60.0, ("GPU-1", "unavailable"): 60.0}
@@ -133,8 +154,10 @@ def test_a_gpu_that_fell_off_the_bus_stays_in_capacity_as_unavailable() -> None:
 
 
 def test_a_gpu_whose_exporter_went_away_is_unallocated_and_unobserved() -> None:
-    inventory = [InventoryGpu("GPU-0", 0, H100, t0 - 86_000, t0 + 60),
-                 InventoryGpu("GPU-1", 1, H100, t0 - 86_000, t0 - 7200)]
+    inventory = [
+        InventoryGpu("GPU-0", 0, H100, t0 - 86_000, t0 + 60),
+        InventoryGpu("GPU-1", 1, H100, t0 - 86_000, t0 - 7200),
+    ]
     facts = compute_range("c", "n1", t0, t0 + 60, 60, node_gpus(1), [], NodeInputs(inventory, ()))
     [gone] = [f for f in facts if f["gpu_uuid"] == "GPU-1"]
     assert (gone["kind"], gone["gpu_seconds"], gone["unobserved_seconds"]) == ("unallocated", 60.0, 60.0)
@@ -161,9 +184,12 @@ def test_a30_mig_instances_are_quarters_and_4g_is_the_whole_gpu() -> None:
     a30 = "NVIDIA A30"
     rows = samples("GPU-0", 0.5, t0 - 60, 6, model=a30, mig=1, profile="4g.24gb")
     rows += samples("GPU-1", 0.5, t0 - 60, 6, index=1, model=a30, mig=1, profile="1g.6gb")
-    pods = [alloc(job_id=f"ns/{name}", device_ids=[f"MIG-GPU-{i}/1"],
-                  gpus=[{"kind": "mig", "count": 1, "profile": profile}])
-            for i, (name, profile) in enumerate((("big", "4g.24gb"), ("small", "1g.6gb")))]
+    pods = [
+        alloc(
+            job_id=f"ns/{name}", device_ids=[f"MIG-GPU-{i}/1"], gpus=[{"kind": "mig", "count": 1, "profile": profile}]
+        )
+        for i, (name, profile) in enumerate((("big", "4g.24gb"), ("small", "1g.6gb")))
+    ]
     assert pods[0].gpu_equivalents == 1.0 and pods[1].gpu_equivalents == 0.25
     got = totals(compute_range("c", "n1", t0, t0 + 60, 60, rows, pods))
     assert got[("allocated", "ns/big")] == pytest.approx(60.0)
@@ -180,8 +206,16 @@ def test_unknown_mig_profile_is_rejected_by_the_contract() -> None:
 
 def _running(attempt: int, start_min: int, node: str = "n1", **kw: Any) -> tuple[datetime, ev.AllocationData]:
     start = T0 + timedelta(minutes=start_min)
-    return start, alloc(scheduler="slurm", job_id="77", attempt=attempt, node=node, start_time=start,
-                        submit_time=T0, gpus=[{"kind": "gpu", "count": 2}], **kw)
+    return start, alloc(
+        scheduler="slurm",
+        job_id="77",
+        attempt=attempt,
+        node=node,
+        start_time=start,
+        submit_time=T0,
+        gpus=[{"kind": "gpu", "count": 2}],
+        **kw,
+    )
 
 
 def test_an_attempt_without_an_end_ends_when_the_next_one_starts_as_failure_waste() -> None:
@@ -194,16 +228,17 @@ def test_an_attempt_without_an_end_ends_when_the_next_one_starts_as_failure_wast
 
 
 def test_a_pod_recreated_under_the_same_name_holds_its_gpu_again() -> None:
-    old = alloc(job_id="db/db-0", uid="uid-a", state="ended", end_time=T0 + timedelta(minutes=10),
-                outcome="success")
+    old = alloc(job_id="db/db-0", uid="uid-a", state="ended", end_time=T0 + timedelta(minutes=10), outcome="success")
     new = alloc(job_id="db/db-0", uid="uid-b", start_time=T0 + timedelta(minutes=20))
     facts = compute_range("c", "n1", t0, t0 + 1800, 60, node_gpus(1, count=70), [old, new])
     assert sum(f["gpu_seconds"] for f in facts if f["kind"] == "allocated") == pytest.approx(600 + 600)
 
 
 def test_a_placement_known_by_gpu_index_finds_a_gpu_that_went_silent() -> None:
-    inventory = [InventoryGpu("GPU-0", 0, H100, t0 - 86_000, t0 + 60),
-                 InventoryGpu("GPU-1", 1, H100, t0 - 86_000, t0 - 7200, down_since=t0 - 7200)]
+    inventory = [
+        InventoryGpu("GPU-0", 0, H100, t0 - 86_000, t0 + 60),
+        InventoryGpu("GPU-1", 1, H100, t0 - 86_000, t0 - 7200, down_since=t0 - 7200),
+    ]
     job = alloc(scheduler="slurm", job_id="9", gpu_indices=[1])
     facts = compute_range("c", "n1", t0, t0 + 60, 60, node_gpus(1), [job], NodeInputs(inventory, ()))
     [held] = [f for f in facts if f["kind"] == "allocated"]

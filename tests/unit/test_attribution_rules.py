@@ -20,8 +20,14 @@ T0 = datetime(2026, 11, 2, 10, 0, tzinfo=UTC)
 
 
 def alloc(**kw: Any) -> ev.AllocationData:
-    base: dict[str, Any] = {"scheduler": "kubernetes", "job_id": "ns/p", "node": "n1", "state": "running",
-                            "start_time": T0, "gpus": [{"kind": "gpu", "count": 1}]}
+    base: dict[str, Any] = {
+        "scheduler": "kubernetes",
+        "job_id": "ns/p",
+        "node": "n1",
+        "state": "running",
+        "start_time": T0,
+        "gpus": [{"kind": "gpu", "count": 1}],
+    }
     base.update(kw)
     return ev.AllocationData.model_validate(base)
 
@@ -29,60 +35,102 @@ def alloc(**kw: Any) -> ev.AllocationData:
 SLOTS = {
     "GPU-a": SlotMeta("GPU-a", index=0, namespaces_pods={("ns", "p")}),
     "GPU-b": SlotMeta("GPU-b", index=1, hpc_jobs={"77"}),
-    "GPU-c/mig3": SlotMeta("GPU-c", mig_instance=3, mig_profile="2g.20gb", index=2,
-                           namespaces_pods={("ns", "nb")}),
+    "GPU-c/mig3": SlotMeta("GPU-c", mig_instance=3, mig_profile="2g.20gb", index=2, namespaces_pods={("ns", "nb")}),
 }
 
 
-@pytest.mark.parametrize(("data", "expected", "unbound"), [
-    # device ids win
-    (alloc(device_ids=["GPU-z"]), [("GPU-z", 1.0, "GPU-z")], 0.0),
-    (alloc(device_ids=["MIG-GPU-c/3"], gpus=[{"kind": "mig", "count": 1, "profile": "2g.20gb"}]),
-     [("GPU-c", 2 / 7, "GPU-c/mig3")], 0.0),
-    (alloc(device_ids=["GPU-a::1"], gpus=[{"kind": "shared", "count": 1, "replicas": 4}]),
-     [("GPU-a", 0.25, "GPU-a::1")], 0.0),
-    # Slurm gres_detail indices, mapped to UUIDs by the samples
-    (alloc(scheduler="slurm", job_id="77", gpu_indices=[1, 0], gpus=[{"kind": "gpu", "count": 2}]),
-     [("GPU-b", 1.0, "GPU-b"), ("GPU-a", 1.0, "GPU-a")], 0.0),
-    # dcgm-exporter labels: namespace/pod, hpc_job
-    (alloc(), [("GPU-a", 1.0, "GPU-a")], 0.0),
-    (alloc(scheduler="slurm", job_id="77", gpus=[{"kind": "gpu", "count": 2}]), [("GPU-b", 1.0, "GPU-b")], 1.0),
-    (alloc(job_id="ns/nb", gpus=[{"kind": "mig", "count": 1, "profile": "2g.20gb"}]),
-     [("GPU-c", 2 / 7, "GPU-c/mig3")], 0.0),
-    # nobody says which GPU: counted exactly, unbound
-    (alloc(job_id="ns/other", gpus=[{"kind": "gpu", "count": 3}]), [], 3.0),
-    # a MIG instance UUID (PodResources form) names no series: labels decide, else unbound
-    (alloc(job_id="ns/x", device_ids=["MIG-1234-abcd"], gpus=[{"kind": "mig", "count": 1, "profile": "3g.40gb"}]),
-     [], 3 / 7),
-])
+@pytest.mark.parametrize(
+    ("data", "expected", "unbound"),
+    [
+        # device ids win
+        (alloc(device_ids=["GPU-z"]), [("GPU-z", 1.0, "GPU-z")], 0.0),
+        (
+            alloc(device_ids=["MIG-GPU-c/3"], gpus=[{"kind": "mig", "count": 1, "profile": "2g.20gb"}]),
+            [("GPU-c", 2 / 7, "GPU-c/mig3")],
+            0.0,
+        ),
+        (
+            alloc(device_ids=["GPU-a::1"], gpus=[{"kind": "shared", "count": 1, "replicas": 4}]),
+            [("GPU-a", 0.25, "GPU-a::1")],
+            0.0,
+        ),
+        # Slurm gres_detail indices, mapped to UUIDs by the samples
+        (
+            alloc(scheduler="slurm", job_id="77", gpu_indices=[1, 0], gpus=[{"kind": "gpu", "count": 2}]),
+            [("GPU-b", 1.0, "GPU-b"), ("GPU-a", 1.0, "GPU-a")],
+            0.0,
+        ),
+        # dcgm-exporter labels: namespace/pod, hpc_job
+        (alloc(), [("GPU-a", 1.0, "GPU-a")], 0.0),
+        (alloc(scheduler="slurm", job_id="77", gpus=[{"kind": "gpu", "count": 2}]), [("GPU-b", 1.0, "GPU-b")], 1.0),
+        (
+            alloc(job_id="ns/nb", gpus=[{"kind": "mig", "count": 1, "profile": "2g.20gb"}]),
+            [("GPU-c", 2 / 7, "GPU-c/mig3")],
+            0.0,
+        ),
+        # nobody says which GPU: counted exactly, unbound
+        (alloc(job_id="ns/other", gpus=[{"kind": "gpu", "count": 3}]), [], 3.0),
+        # a MIG instance UUID (PodResources form) names no series: labels decide, else unbound
+        (
+            alloc(
+                job_id="ns/x", device_ids=["MIG-1234-abcd"], gpus=[{"kind": "mig", "count": 1, "profile": "3g.40gb"}]
+            ),
+            [],
+            3 / 7,
+        ),
+    ],
+)
 def test_which_gpu(data: ev.AllocationData, expected: list[tuple[str, float, str]], unbound: float) -> None:
     p = to_placement(data, 0.0, None, SLOTS)
     assert [(b.uuid, pytest.approx(b.share), b.slot) for b in p.bindings] == expected
     assert p.unbound_gpus == pytest.approx(unbound)
 
 
-@pytest.mark.parametrize(("owner", "model"), [
-    ({"labels": {"model": "llama3"}, "comment": "model=other", "wckey": "wk"}, "llama3"),
-    ({"comment": "kind=training model=mixtral-8x7b", "wckey": "wk"}, "mixtral-8x7b"),
-    ({"wckey": "bert"}, "bert"),
-    ({}, "unknown"),
-])
+@pytest.mark.parametrize(
+    ("owner", "model"),
+    [
+        ({"labels": {"model": "llama3"}, "comment": "model=other", "wckey": "wk"}, "llama3"),
+        ({"comment": "kind=training model=mixtral-8x7b", "wckey": "wk"}, "mixtral-8x7b"),
+        ({"wckey": "bert"}, "bert"),
+        ({}, "unknown"),
+    ],
+)
 def test_model_resolution_order(owner: dict[str, Any], model: str) -> None:
     assert model_of(alloc(owner=owner)) == model
 
 
-def _ended(attempt: int, start: int, end: int, outcome: str = "failure", reason: str | None = "oom",
-           node: str = "n1", gpus: int = 2) -> ev.AllocationData:
-    return alloc(job_id="j", attempt=attempt, node=node, state="ended", submit_time=T0,
-                 start_time=T0 + timedelta(minutes=start), end_time=T0 + timedelta(minutes=end),
-                 outcome=outcome, failure_reason=reason if outcome == "failure" else None,
-                 gpus=[{"kind": "gpu", "count": gpus}], requested_gpus=2 * gpus)
+def _ended(
+    attempt: int,
+    start: int,
+    end: int,
+    outcome: str = "failure",
+    reason: str | None = "oom",
+    node: str = "n1",
+    gpus: int = 2,
+) -> ev.AllocationData:
+    return alloc(
+        job_id="j",
+        attempt=attempt,
+        node=node,
+        state="ended",
+        submit_time=T0,
+        start_time=T0 + timedelta(minutes=start),
+        end_time=T0 + timedelta(minutes=end),
+        outcome=outcome,
+        failure_reason=reason if outcome == "failure" else None,
+        gpus=[{"kind": "gpu", "count": gpus}],
+        requested_gpus=2 * gpus,
+    )
 
 
 def test_failed_attempt_loses_only_work_after_last_checkpoint() -> None:
     placements = [_ended(1, 10, 70), _ended(1, 10, 70, node="n2")]
-    ckpts = [Checkpoint("j", 1, T0 + timedelta(minutes=40)), Checkpoint("j", 1, T0 + timedelta(minutes=30)),
-             Checkpoint("j", 2, T0 + timedelta(minutes=65)), Checkpoint("j", None, T0 + timedelta(minutes=90))]
+    ckpts = [
+        Checkpoint("j", 1, T0 + timedelta(minutes=40)),
+        Checkpoint("j", 1, T0 + timedelta(minutes=30)),
+        Checkpoint("j", 2, T0 + timedelta(minutes=65)),
+        Checkpoint("j", None, T0 + timedelta(minutes=90)),
+    ]
     fact = attempt_fact(placements, None, ckpts, None)
     assert fact.outcome == "failure" and fact.failure_reason == "oom"
     assert fact.gpu_seconds == pytest.approx(2 * 2 * 3600)  # 2 nodes × 2 GPUs × 60 min
@@ -99,8 +147,11 @@ def test_without_checkpoints_the_whole_attempt_is_lost_and_success_loses_nothing
 
 
 def test_retry_queue_time_counts_from_the_previous_attempt_end() -> None:
-    snaps = [(T0, _ended(1, 10, 20)), (T0, _ended(2, 25, 40, outcome="success")),
-             (T0, alloc(job_id="j", attempt=2, state="running", start_time=T0 + timedelta(minutes=25)))]
+    snaps = [
+        (T0, _ended(1, 10, 20)),
+        (T0, _ended(2, 25, 40, outcome="success")),
+        (T0, alloc(job_id="j", attempt=2, state="running", start_time=T0 + timedelta(minutes=25))),
+    ]
     facts = attempts_from_snapshots(snaps, [])
     assert [(f.attempt, f.outcome) for f in facts] == [(1, "failure"), (2, "success")]  # ended beats running
     assert facts[1].queue_seconds == pytest.approx(300)
@@ -112,8 +163,13 @@ def _samples(uuid: str, util: float, start: float, n: int, step: float = 30.0) -
 
 def test_compute_range_splits_windows_and_conserves_each() -> None:
     t = T0.timestamp()
-    data = alloc(device_ids=["GPU-a"], start_time=T0 + timedelta(seconds=90), state="ended",
-                 end_time=T0 + timedelta(seconds=150), outcome="success")
+    data = alloc(
+        device_ids=["GPU-a"],
+        start_time=T0 + timedelta(seconds=90),
+        state="ended",
+        end_time=T0 + timedelta(seconds=150),
+        outcome="success",
+    )
     facts = compute_range("c", "n1", t, t + 180, 60, _samples("GPU-a", 0.5, t - 30, 8), [data])
     by_window: dict[Any, float] = {}
     for f in facts:
@@ -125,12 +181,26 @@ def test_compute_range_splits_windows_and_conserves_each() -> None:
 
 
 def test_rows_and_activity_from_a_batch() -> None:
-    sample = ev.validate({"id": "s" * 16, "source": "dcgm", "type": "gpu.sample", "time": T0.isoformat(),
-                          "cluster": "c", "data": {"node": "n1", "gpus": [
-                              {"uuid": "GPU-a", "model": "NVIDIA H100 80GB HBM3", "gpu_util": 0.4}]}})
-    placement = ev.validate({"id": "a" * 16, "source": "slurm", "type": "allocation.running",
-                             "time": T0.isoformat(), "cluster": "c",
-                             "data": alloc(start_time=T0 - timedelta(hours=2)).model_dump(mode="json")})
+    sample = ev.validate(
+        {
+            "id": "s" * 16,
+            "source": "dcgm",
+            "type": "gpu.sample",
+            "time": T0.isoformat(),
+            "cluster": "c",
+            "data": {"node": "n1", "gpus": [{"uuid": "GPU-a", "model": "NVIDIA H100 80GB HBM3", "gpu_util": 0.4}]},
+        }
+    )
+    placement = ev.validate(
+        {
+            "id": "a" * 16,
+            "source": "slurm",
+            "type": "allocation.running",
+            "time": T0.isoformat(),
+            "cluster": "c",
+            "data": alloc(start_time=T0 - timedelta(hours=2)).model_dump(mode="json"),
+        }
+    )
     tables, activity = rows_for([sample, placement])
     [row] = as_rows(tables["gpu_samples"])
     assert row["gpu_model"] == "H100" and row["utilization"] == 0.4 and row["node"] == "n1"
@@ -139,8 +209,16 @@ def test_rows_and_activity_from_a_batch() -> None:
 
 
 def test_invalid_messages_become_dead_letters_and_duplicates_collapse() -> None:
-    good = ev.validate({"id": "g" * 16, "source": "dcgm", "type": "gpu.sample", "time": T0.isoformat(),
-                        "cluster": "c", "data": {"node": "n1", "gpus": []}}).to_bytes()
+    good = ev.validate(
+        {
+            "id": "g" * 16,
+            "source": "dcgm",
+            "type": "gpu.sample",
+            "time": T0.isoformat(),
+            "cluster": "c",
+            "data": {"node": "n1", "gpus": []},
+        }
+    ).to_bytes()
     msgs = [Message("gpu.metrics", 0, i, v) for i, v in enumerate([good, good, b"{not json", b'{"type":"x"}'])]
     events, dead = decode_batch(msgs)
     assert len(events) == 1
@@ -148,8 +226,9 @@ def test_invalid_messages_become_dead_letters_and_duplicates_collapse() -> None:
     assert all(d.reason and d.topic == "gpu.metrics" for d in dead)
 
 
-def _row(max_min: float, last_seq_age_s: float, closed: float | None, pending: int,
-         dirty: float) -> tuple[tuple[Any, ...], float, int]:
+def _row(
+    max_min: float, last_seq_age_s: float, closed: float | None, pending: int, dirty: float
+) -> tuple[tuple[Any, ...], float, int]:
     """A node's pending row with times in minutes after ``base`` (two hours before the wall clock)."""
     now = 60 * 166_666_666.0  # minute-aligned
     base = now - 7200
@@ -157,8 +236,17 @@ def _row(max_min: float, last_seq_age_s: float, closed: float | None, pending: i
     def dt(x: float) -> datetime:
         return datetime.fromtimestamp(x, tz=UTC)
 
-    row = ("c", "n", dt(base - 3600), dt(base + max_min * 60), int((now - last_seq_age_s) * 1e9), pending,
-           dt(base + dirty * 60), dt(base + closed * 60) if closed is not None else dt(0), 0)
+    row = (
+        "c",
+        "n",
+        dt(base - 3600),
+        dt(base + max_min * 60),
+        int((now - last_seq_age_s) * 1e9),
+        pending,
+        dt(base + dirty * 60),
+        dt(base + closed * 60) if closed is not None else dt(0),
+        0,
+    )
     return row, base, int(now * 1e9)
 
 

@@ -61,23 +61,32 @@ def test_every_subcommand_help_exits_0_and_explains_itself() -> None:
 
 
 def test_demo_help_explains_itself() -> None:
-    done = subprocess.run([sys.executable, "-m", "pipelines.cli.demo_cmd", "--help"], capture_output=True, text=True,
-                          timeout=60, env=ENV, cwd=REPO)
+    done = subprocess.run(
+        [sys.executable, "-m", "pipelines.cli.demo_cmd", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=ENV,
+        cwd=REPO,
+    )
     assert done.returncode == 0, done.stderr
     for option in ("--nodes", "--hours", "--seed", "--out", "--workers"):
         assert option in done.stdout
     assert "whole pipeline" in done.stdout
 
 
-@pytest.mark.parametrize(("args", "problem"), [
-    (("report", "gpu-hours", "--bogus"), "No such option: --bogus"),
-    (("report", "gpu-hours", "--by", "nope"), "error: unknown grouping 'nope' for gpu-hours"),
-    (("report", "gpu-hours", "--window", "fortnight"), "error: window 'fortnight' is not one of"),
-    (("report", "idle", "--by", "team,colour"), "error: unknown grouping 'colour' for idle"),
-    (("report", "gpu-hours", "--from", "yesterday-ish"), "error: not an ISO 8601 time: 'yesterday-ish'"),
-    (("export", "chargeback", "--period", "2026-13", "--out", "/tmp/x"), "error: --period must be YYYY-MM"),
-    (("no-such-command",), "No such command"),
-])
+@pytest.mark.parametrize(
+    ("args", "problem"),
+    [
+        (("report", "gpu-hours", "--bogus"), "No such option: --bogus"),
+        (("report", "gpu-hours", "--by", "nope"), "error: unknown grouping 'nope' for gpu-hours"),
+        (("report", "gpu-hours", "--window", "fortnight"), "error: window 'fortnight' is not one of"),
+        (("report", "idle", "--by", "team,colour"), "error: unknown grouping 'colour' for idle"),
+        (("report", "gpu-hours", "--from", "yesterday-ish"), "error: not an ISO 8601 time: 'yesterday-ish'"),
+        (("export", "chargeback", "--period", "2026-13", "--out", "/tmp/x"), "error: --period must be YYYY-MM"),
+        (("no-such-command",), "No such command"),
+    ],
+)
 def test_bad_input_is_a_one_line_error_with_exit_2(args: tuple[str, ...], problem: str) -> None:
     done = run(*args)
     assert done.returncode == 2, (done.returncode, done.stdout, done.stderr)

@@ -135,9 +135,7 @@ def _basic(user: str, password: str) -> str:
         ({"authorization": "Basic !!!"}, {}, ("default", "")),  # undecodable: nobody
     ],
 )
-def test_presented_credentials(
-    headers: dict[str, str], params: dict[str, str], presented: tuple[str, str]
-) -> None:
+def test_presented_credentials(headers: dict[str, str], params: dict[str, str], presented: tuple[str, str]) -> None:
     assert protocol.presented_credentials(headers, params) == presented
 
 
@@ -231,9 +229,7 @@ COMPRESS = {
     blocks=st.lists(st.binary(min_size=1, max_size=300), min_size=1, max_size=4),
     step=st.integers(1, 97),
 )
-def test_decoder_reads_concatenated_frames_in_any_chunking(
-    coding: str, blocks: list[bytes], step: int
-) -> None:
+def test_decoder_reads_concatenated_frames_in_any_chunking(coding: str, blocks: list[bytes], step: int) -> None:
     # clickhouse-connect compresses every insert block as its own frame
     stream = b"".join(COMPRESS[coding](block) for block in blocks)
     decoder = codecs.decoder(coding)
@@ -280,10 +276,7 @@ def test_insert_data_is_spooled_byte_exact_however_it_is_chunked(
     statement = payload.read_statement(query if in_url else None, chunks, spool)
     assert statement.data_path is not None
     assert statement.data_path.read_bytes() == data
-    assert (
-        statement.sql
-        == f"INSERT INTO t (a) FROM INFILE '{statement.data_path}' SETTINGS x = 1 FORMAT RowBinary"
-    )
+    assert statement.sql == f"INSERT INTO t (a) FROM INFILE '{statement.data_path}' SETTINGS x = 1 FORMAT RowBinary"
     statement.discard()
     assert list(spool.iterdir()) == []
 

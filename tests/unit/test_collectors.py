@@ -98,20 +98,22 @@ def _windows(cursor: RangeCursor, now: float) -> list[tuple[float, float]]:
 B = T0.timestamp()  # a multiple of 60
 
 
-@pytest.mark.parametrize(("kwargs", "now", "want"), [
-    # closed range, aligned outwards-in to the step, split by max_points
-    ({"step_s": 5, "start": at(7), "end": at(21), "max_points": 2}, B + 999,
-     [(B + 10, B + 15), (B + 20, B + 20)]),
-    # an open range stops at now - lag (default lag: 2 steps)
-    ({"step_s": 10, "start": at(0)}, B + 47, [(B + 0, B + 20)]),
-    ({"step_s": 10, "start": at(0), "lag_s": 0}, B + 47, [(B + 0, B + 40)]),
-    # no start: one step of backfill before now - lag
-    ({"step_s": 15}, B + 100, [(B + 60, B + 60)]),
-    ({"step_s": 15, "backfill_s": 45}, B + 100, [(B + 30, B + 60)]),
-    # a range whose end is still in the future is read only as far as it has settled
-    ({"step_s": 30, "start": at(0), "end": at(600)}, B + 95, [(B + 0, B + 30)]),
-    ({"step_s": 30, "start": at(61), "end": at(89)}, B + 999, []),  # no multiple of 30 inside
-])
+@pytest.mark.parametrize(
+    ("kwargs", "now", "want"),
+    [
+        # closed range, aligned outwards-in to the step, split by max_points
+        ({"step_s": 5, "start": at(7), "end": at(21), "max_points": 2}, B + 999, [(B + 10, B + 15), (B + 20, B + 20)]),
+        # an open range stops at now - lag (default lag: 2 steps)
+        ({"step_s": 10, "start": at(0)}, B + 47, [(B + 0, B + 20)]),
+        ({"step_s": 10, "start": at(0), "lag_s": 0}, B + 47, [(B + 0, B + 40)]),
+        # no start: one step of backfill before now - lag
+        ({"step_s": 15}, B + 100, [(B + 60, B + 60)]),
+        ({"step_s": 15, "backfill_s": 45}, B + 100, [(B + 30, B + 60)]),
+        # a range whose end is still in the future is read only as far as it has settled
+        ({"step_s": 30, "start": at(0), "end": at(600)}, B + 95, [(B + 0, B + 30)]),
+        ({"step_s": 30, "start": at(61), "end": at(89)}, B + 999, []),  # no multiple of 30 inside
+    ],
+)
 def test_range_cursor_windows(kwargs: dict[str, object], now: float, want: list[tuple[float, float]]) -> None:
     assert _windows(RangeCursor(**kwargs), now) == want  # type: ignore[arg-type]
 
@@ -127,19 +129,23 @@ def test_range_cursor_follows_without_repeating_an_instant() -> None:
     assert closed.finished() and not closed.more(B + 999)
 
 
-@pytest.mark.parametrize(("kwargs", "message"), [
-    ({"step_s": 0}, "whole number"), ({"step_s": 1.5}, "whole number"), ({"step_s": True}, "whole number"),
-    ({"step_s": 30, "max_points": 20_000}, "max_points"),
-    ({"step_s": 30, "start": at(60), "end": at(0)}, "ends before"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"step_s": 0}, "whole number"),
+        ({"step_s": 1.5}, "whole number"),
+        ({"step_s": True}, "whole number"),
+        ({"step_s": 30, "max_points": 20_000}, "max_points"),
+        ({"step_s": 30, "start": at(60), "end": at(0)}, "ends before"),
+    ],
+)
 def test_range_cursor_rejects_bad_settings(kwargs: dict[str, object], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         RangeCursor(**kwargs)  # type: ignore[arg-type]
 
 
 @settings(max_examples=200, deadline=None)
-@given(step=st.integers(1, 120), start=st.integers(0, 10_000), length=st.integers(0, 20_000),
-       points=st.integers(1, 50))
+@given(step=st.integers(1, 120), start=st.integers(0, 10_000), length=st.integers(0, 20_000), points=st.integers(1, 50))
 def test_range_cursor_covers_every_step_exactly_once(step: int, start: int, length: int, points: int) -> None:
     cursor = RangeCursor(step_s=step, start=at(start), end=at(start + length), max_points=points)
     windows = _windows(cursor, B + 10**6)
@@ -153,8 +159,8 @@ def test_range_cursor_covers_every_step_exactly_once(step: int, start: int, leng
 def test_selector_asks_for_every_field_the_parser_reads() -> None:
     query = selector(dcgm_collector.METRICS, 'job="dcgm", cluster=~"c1|c2"')
     assert query.startswith('{__name__=~"') and query.endswith(', job="dcgm", cluster=~"c1|c2"}')
-    assert set(query[len('{__name__=~"'):query.index('"', 12)].split("|")) == set(dcgm.FIELDS)
-    assert selector(["a_total"], "{job=\"x\"}") == '{__name__=~"a_total", job="x"}'
+    assert set(query[len('{__name__=~"') : query.index('"', 12)].split("|")) == set(dcgm.FIELDS)
+    assert selector(["a_total"], '{job="x"}') == '{__name__=~"a_total", job="x"}'
     assert selector(["a.b"]) == '{__name__=~"a\\.b"}'
 
 
@@ -163,8 +169,14 @@ def test_selector_asks_for_every_field_the_parser_reads() -> None:
 # ------------------------------------------------------------------------------------------
 def _sample(node: str, second: int) -> dict[str, object]:
     time = at(second)
-    return {"id": event_id("gpu.sample", "c1", node, time), "source": "dcgm", "type": "gpu.sample",
-            "time": time, "cluster": "c1", "data": {"node": node, "gpus": [{"uuid": "GPU-1"}]}}
+    return {
+        "id": event_id("gpu.sample", "c1", node, time),
+        "source": "dcgm",
+        "type": "gpu.sample",
+        "time": time,
+        "cluster": "c1",
+        "data": {"node": node, "gpus": [{"uuid": "GPU-1"}]},
+    }
 
 
 class Scripted:
@@ -190,18 +202,23 @@ class Scripted:
 
 def batch(*seconds: int, more: bool = False, final: bool = False, letters: int = 0) -> Batch:
     result = ParseResult([validate(_sample("n1", s)) for s in seconds])
-    result.dead_letters += [DeadLetter.build(topic="gpu.metrics", source="dcgm", reason="bad", raw=f"raw {i}")
-                            for i in range(letters)]
+    result.dead_letters += [
+        DeadLetter.build(topic="gpu.metrics", source="dcgm", reason="bad", raw=f"raw {i}") for i in range(letters)
+    ]
     return Batch(result, more=more, final=final)
 
 
-@pytest.mark.parametrize(("seconds", "capacity", "want"), [
-    ([[1, 2], [2, 3], [1, 3, 4]], 100, [[1, 2], [3], [4]]),
-    ([[1, 2], [3], [1]], 2, [[1, 2], [3], [1]]),  # 1 was forgotten (capacity 2) and passes again
-    ([[5, 5, 6]], 100, [[5, 6]]),  # duplicates inside one batch too
-])
-def test_deduplicated_drops_ids_already_handed_on(seconds: list[list[int]], capacity: int,
-                                                  want: list[list[int]]) -> None:
+@pytest.mark.parametrize(
+    ("seconds", "capacity", "want"),
+    [
+        ([[1, 2], [2, 3], [1, 3, 4]], 100, [[1, 2], [3], [4]]),
+        ([[1, 2], [3], [1]], 2, [[1, 2], [3], [1]]),  # 1 was forgotten (capacity 2) and passes again
+        ([[5, 5, 6]], 100, [[5, 6]]),  # duplicates inside one batch too
+    ],
+)
+def test_deduplicated_drops_ids_already_handed_on(
+    seconds: list[list[int]], capacity: int, want: list[list[int]]
+) -> None:
     wrapped = Deduplicated(Scripted([batch(*s) for s in seconds]), capacity=capacity)
     got = [[e.time for e in wrapped.poll().result.events] for _ in seconds]
     assert got == [[at(s) for s in w] for w in want]
@@ -214,16 +231,20 @@ def test_deduplicated_also_drops_repeated_dead_letters() -> None:
     assert len(wrapped.poll().result.dead_letters) == 1
 
 
-@pytest.mark.parametrize(("script", "follow", "max_polls", "polls", "events"), [
-    ([batch(1), batch(2)], False, None, 1, 1),  # once: one poll
-    ([batch(1, more=True), batch(2, more=True), batch(3)], False, None, 3, 3),  # chunks without --follow
-    ([batch(1), batch(2), batch(3, final=True), batch(4)], True, None, 3, 3),  # final ends --follow
-    ([batch(1), batch(2), batch(3), batch(4)], True, 2, 2, 2),
-    ([batch(1, more=True), batch(2, more=True)], False, 1, 1, 1),  # max_polls wins over more
-    ([SourceUnavailable("down"), batch(1), SourceUnavailable("down"), batch(2, final=True)], True, None, 4, 2),
-])
-def test_run_loop(script: list[Batch | Exception], follow: bool, max_polls: int | None, polls: int,
-                  events: int) -> None:
+@pytest.mark.parametrize(
+    ("script", "follow", "max_polls", "polls", "events"),
+    [
+        ([batch(1), batch(2)], False, None, 1, 1),  # once: one poll
+        ([batch(1, more=True), batch(2, more=True), batch(3)], False, None, 3, 3),  # chunks without --follow
+        ([batch(1), batch(2), batch(3, final=True), batch(4)], True, None, 3, 3),  # final ends --follow
+        ([batch(1), batch(2), batch(3), batch(4)], True, 2, 2, 2),
+        ([batch(1, more=True), batch(2, more=True)], False, 1, 1, 1),  # max_polls wins over more
+        ([SourceUnavailable("down"), batch(1), SourceUnavailable("down"), batch(2, final=True)], True, None, 4, 2),
+    ],
+)
+def test_run_loop(
+    script: list[Batch | Exception], follow: bool, max_polls: int | None, polls: int, events: int
+) -> None:
     collector = Scripted(script)
     collected = ParseResult()
     stats = run(collector, collect_into(collected), follow=follow, interval_s=0.0, max_polls=max_polls)
@@ -238,8 +259,14 @@ def test_run_raises_source_unavailable_once_or_after_max_failures() -> None:
     failing = Scripted([SourceUnavailable(f"down {i}") for i in range(5)])
     seen: list[str] = []
     with pytest.raises(SourceUnavailable, match="down 2"):
-        run(failing, collect_into(ParseResult()), follow=True, interval_s=0.0, max_failures=3,
-            on_failure=lambda exc: seen.append(str(exc)))
+        run(
+            failing,
+            collect_into(ParseResult()),
+            follow=True,
+            interval_s=0.0,
+            max_failures=3,
+            on_failure=lambda exc: seen.append(str(exc)),
+        )
     assert seen == ["down 0", "down 1"] and failing.polls == 3
 
 
@@ -274,13 +301,16 @@ def test_dcgm_prometheus_mode_reads_windows_and_parses_them(http: Callable[..., 
 
     url = http(reply)
     now = B + 125.0
-    collector = dcgm_collector.prometheus_collector(url, cluster="c1", step_s=30, start=at(0), max_points=3,
-                                                    lag_s=5, clock=lambda: now)
+    collector = dcgm_collector.prometheus_collector(
+        url, cluster="c1", step_s=30, start=at(0), max_points=3, lag_s=5, clock=lambda: now
+    )
     first, second, third = collector.poll(), collector.poll(), collector.poll()
     collector.close()
     assert first.more and not second.more and not first.final  # B+0..60, then B+90..120 (settled at B+120)
-    assert [(q["start"], q["end"]) for q in asked] == [([str(int(B))], [str(int(B + 60))]),
-                                                       ([str(int(B + 90))], [str(int(B + 120))])]
+    assert [(q["start"], q["end"]) for q in asked] == [
+        ([str(int(B))], [str(int(B + 60))]),
+        ([str(int(B + 90))], [str(int(B + 120))]),
+    ]
     assert third.result.events == [] and len(asked) == 2  # nothing new: Prometheus is not asked
     assert all(q["path"] == ["/api/v1/query_range"] and q["step"] == ["30"] for q in asked)
     assert asked[0]["query"] == [selector(dcgm_collector.METRICS)]
@@ -290,22 +320,31 @@ def test_dcgm_prometheus_mode_reads_windows_and_parses_them(http: Callable[..., 
     assert first.result.dead_letters == direct.dead_letters == []
 
 
-@pytest.mark.parametrize(("status", "body", "error", "message"), [
-    (400, b'{"status":"error","errorType":"bad_data","error":"parse error at char 7"}', ValueError,
-     "rejected the query"),
-    (503, b"overloaded", SourceUnavailable, "failed"),
-    (200, b"<html>login</html>", SourceUnavailable, "did not answer like a Prometheus API"),
-])
-def test_prometheus_errors_are_one_line_and_do_not_advance(http: Callable[..., str], status: int, body: bytes,
-                                                          error: type[Exception], message: str) -> None:
+@pytest.mark.parametrize(
+    ("status", "body", "error", "message"),
+    [
+        (
+            400,
+            b'{"status":"error","errorType":"bad_data","error":"parse error at char 7"}',
+            ValueError,
+            "rejected the query",
+        ),
+        (503, b"overloaded", SourceUnavailable, "failed"),
+        (200, b"<html>login</html>", SourceUnavailable, "did not answer like a Prometheus API"),
+    ],
+)
+def test_prometheus_errors_are_one_line_and_do_not_advance(
+    http: Callable[..., str], status: int, body: bytes, error: type[Exception], message: str
+) -> None:
     calls: list[str] = []
 
     def reply(path: str, query: dict[str, list[str]]) -> Reply:
         calls.append(query["start"][0])
         return status, body
 
-    collector = dcgm_collector.prometheus_collector(http(reply), cluster="c1", step_s=30, start=at(0),
-                                                    clock=lambda: B + 600)
+    collector = dcgm_collector.prometheus_collector(
+        http(reply), cluster="c1", step_s=30, start=at(0), clock=lambda: B + 600
+    )
     for _ in range(2):
         with pytest.raises(error, match=message) as caught:
             collector.poll()
@@ -332,8 +371,9 @@ def test_dcgm_exporter_scrape_stamps_the_scrape_time(http: Callable[..., str]) -
     text = (FIXTURES / "dcgm" / "exporter_3x_hostname.prom").read_bytes()
     url = _file_server(http, {"/metrics": text, "/node": b"# HELP node_load1 x\nnode_load1 0.5\n"})
     clock = B + 12.3456789
-    collector = dcgm_collector.exporter_collector([url + "/metrics", url + "/missing", url + "/node"],
-                                                  cluster="c1", interval_s=15.0, clock=lambda: clock)
+    collector = dcgm_collector.exporter_collector(
+        [url + "/metrics", url + "/missing", url + "/node"], cluster="c1", interval_s=15.0, clock=lambda: clock
+    )
     got = collector.poll()
     collector.close()
     direct = dcgm.parse_exposition(text, cluster="c1", scrape_time=at(12.345), interval_s=15.0)
@@ -358,8 +398,7 @@ def test_node_exporter_scrape_takes_the_node_from_the_option_or_the_url(http: Ca
     text = (FIXTURES / "storage" / "node_exporter_disk.prom").read_bytes()
     url = _file_server(http, {"/metrics": text})
     for node, want in (("gpu007", "gpu007"), (None, "127.0.0.1")):
-        collector = storage_collector.exporter_collector([url + "/metrics"], cluster="c1", node=node,
-                                                         clock=lambda: B)
+        collector = storage_collector.exporter_collector([url + "/metrics"], cluster="c1", node=node, clock=lambda: B)
         events = collector.poll().result.events
         collector.close()
         direct = storage.parse_exposition(text, cluster="c1", scrape_time=T0, node=want)
@@ -408,8 +447,13 @@ def fake(tmp_path: Path) -> FakeSlurm:
 
 def test_slurm_polls_squeue_and_sacct_with_a_moving_relative_window(fake: FakeSlurm) -> None:
     now = [B]
-    collector = SlurmCommands(cluster="c1", squeue_cmd=fake.command("squeue", SQUEUE),
-                              sacct_cmd=fake.command("sacct", SACCT), overlap_s=60, clock=lambda: now[0])
+    collector = SlurmCommands(
+        cluster="c1",
+        squeue_cmd=fake.command("squeue", SQUEUE),
+        sacct_cmd=fake.command("sacct", SACCT),
+        overlap_s=60,
+        clock=lambda: now[0],
+    )
     first = collector.poll()
     now[0] += 30
     second = collector.poll()
@@ -418,35 +462,54 @@ def test_slurm_polls_squeue_and_sacct_with_a_moving_relative_window(fake: FakeSl
     assert [e.id for e in first.result.events] == [e.id for e in direct.events]
     assert [e.id for e in second.result.events] == [e.id for e in direct.events]  # dedupe is the wrapper's job
     assert fake.calls("squeue") == [[], []]
-    assert fake.calls("sacct") == [["--duplicates", "-S", "now-3600", "-E", "now"],
-                                   ["--duplicates", "-S", "now-90", "-E", "now"]]
+    assert fake.calls("sacct") == [
+        ["--duplicates", "-S", "now-3600", "-E", "now"],
+        ["--duplicates", "-S", "now-90", "-E", "now"],
+    ]
     assert not first.final and all(d.origin for d in first.result.dead_letters)
 
 
 def test_slurm_closed_range_runs_sacct_once_and_finishes(fake: FakeSlurm) -> None:
-    collector = SlurmCommands(cluster="c1", squeue_cmd=fake.command("squeue", SQUEUE),
-                              sacct_cmd=fake.command("sacct", SACCT), start=at(-7200), end=at(-3600),
-                              clock=lambda: B)
+    collector = SlurmCommands(
+        cluster="c1",
+        squeue_cmd=fake.command("squeue", SQUEUE),
+        sacct_cmd=fake.command("sacct", SACCT),
+        start=at(-7200),
+        end=at(-3600),
+        clock=lambda: B,
+    )
     got = collector.poll()
     assert got.final and fake.calls("squeue") == []
     assert fake.calls("sacct") == [["--duplicates", "-S", "now-7200", "-E", "now-3600"]]
-    verbatim = SlurmCommands(cluster="c1", squeue_cmd="", sacct_cmd=fake.command("raw", SACCT),
-                             sacct_args="-S 2026-03-01T00:00:00 -E 2026-03-02T00:00:00 --state=CD,F")
+    verbatim = SlurmCommands(
+        cluster="c1",
+        squeue_cmd="",
+        sacct_cmd=fake.command("raw", SACCT),
+        sacct_args="-S 2026-03-01T00:00:00 -E 2026-03-02T00:00:00 --state=CD,F",
+    )
     verbatim.poll()
-    assert fake.calls("raw") == [["--duplicates", "-S", "2026-03-01T00:00:00", "-E", "2026-03-02T00:00:00",
-                                  "--state=CD,F"]]
+    assert fake.calls("raw") == [
+        ["--duplicates", "-S", "2026-03-01T00:00:00", "-E", "2026-03-02T00:00:00", "--state=CD,F"]
+    ]
 
 
-@pytest.mark.parametrize(("what", "timeout", "error", "message"), [
-    ("FAIL:squeue: error: Invalid user for SlurmUser", 30.0, SourceUnavailable,
-     "exited with code 3: squeue: error: Invalid user for SlurmUser"),
-    ("SLEEP:5", 0.5, SourceUnavailable, "did not finish within 0.5s"),
-    ("squeue: unrecognized option '--json'", 30.0, NotThisFormat, "is not Slurm JSON"),
-])
-def test_slurm_command_failures(fake: FakeSlurm, what: str, timeout: float, error: type[Exception],
-                                message: str) -> None:
-    collector = SlurmCommands(cluster="c1", squeue_cmd=fake.command("squeue", what), sacct_cmd="",
-                              timeout_s=timeout)
+@pytest.mark.parametrize(
+    ("what", "timeout", "error", "message"),
+    [
+        (
+            "FAIL:squeue: error: Invalid user for SlurmUser",
+            30.0,
+            SourceUnavailable,
+            "exited with code 3: squeue: error: Invalid user for SlurmUser",
+        ),
+        ("SLEEP:5", 0.5, SourceUnavailable, "did not finish within 0.5s"),
+        ("squeue: unrecognized option '--json'", 30.0, NotThisFormat, "is not Slurm JSON"),
+    ],
+)
+def test_slurm_command_failures(
+    fake: FakeSlurm, what: str, timeout: float, error: type[Exception], message: str
+) -> None:
+    collector = SlurmCommands(cluster="c1", squeue_cmd=fake.command("squeue", what), sacct_cmd="", timeout_s=timeout)
     with pytest.raises(error, match=message) as caught:
         collector.poll()
     assert "fake_slurm.py" in str(caught.value) and "\n" not in str(caught.value)
@@ -464,15 +527,18 @@ def test_slurm_node_states_pass_on_only_changes(fake: FakeSlurm) -> None:
     nodes = fake.dir / "nodes.json"
     nodes.write_bytes(NODES.read_bytes())
     now = [B]
-    collector = SlurmCommands(cluster="c1", squeue_cmd="", sacct_cmd="", nodes_cmd=fake.command("nodes", nodes),
-                              clock=lambda: now[0])
+    collector = SlurmCommands(
+        cluster="c1", squeue_cmd="", sacct_cmd="", nodes_cmd=fake.command("nodes", nodes), clock=lambda: now[0]
+    )
     states = []
     for change in (None, None, ("gpu002", '["IDLE", "DRAIN"]', '["IDLE"]')):
         if change:
-            nodes.write_text(nodes.read_text().replace(f'"name": "{change[0]}", "hostname": "{change[0]}", '
-                                                       f'"state": {change[1]}',
-                                                       f'"name": "{change[0]}", "hostname": "{change[0]}", '
-                                                       f'"state": {change[2]}'))
+            nodes.write_text(
+                nodes.read_text().replace(
+                    f'"name": "{change[0]}", "hostname": "{change[0]}", "state": {change[1]}',
+                    f'"name": "{change[0]}", "hostname": "{change[0]}", "state": {change[2]}',
+                )
+            )
         now[0] += 30
         states.append([(e.data.node, e.data.state) for e in collector.poll().result.events])
     assert states[0] == [("gpu001", "up"), ("gpu002", "drained"), ("gpu003", "down"), ("gpu004", "drained")]
@@ -480,8 +546,9 @@ def test_slurm_node_states_pass_on_only_changes(fake: FakeSlurm) -> None:
 
 
 def test_slurm_follow_mode_publishes_each_event_once(fake: FakeSlurm) -> None:
-    collector = Deduplicated(SlurmCommands(cluster="c1", squeue_cmd=fake.command("squeue", SQUEUE),
-                                           sacct_cmd=fake.command("sacct", SACCT)))
+    collector = Deduplicated(
+        SlurmCommands(cluster="c1", squeue_cmd=fake.command("squeue", SQUEUE), sacct_cmd=fake.command("sacct", SACCT))
+    )
     published = ParseResult()
     stats = run(collector, collect_into(published), follow=True, interval_s=0.01, max_polls=3, keep_ids=True)
     assert len(fake.calls("squeue")) == len(fake.calls("sacct")) == 3
@@ -508,23 +575,37 @@ def cli() -> Callable[..., object]:
 def test_cli_help_names_the_sources_and_options(cli: Callable[..., object]) -> None:
     result = cli("--help")
     assert all(name in result.output for name in ("dcgm", "kubernetes", "slurm", "storage"))  # type: ignore[attr-defined]
-    options = {"dcgm": ["--prometheus", "--exporter", "--from", "--to", "--follow", "--interval", "--once",
-                        "--cluster", "--scrape-interval"],
-               "kubernetes": ["--kubeconfig", "--namespace", "--pod-resources", "--follow"],
-               "slurm": ["--squeue-cmd", "--sacct-cmd", "--sacct-args", "--nodes-cmd", "--follow"],
-               "storage": ["--prometheus", "--exporter", "--match"]}
+    options = {
+        "dcgm": [
+            "--prometheus",
+            "--exporter",
+            "--from",
+            "--to",
+            "--follow",
+            "--interval",
+            "--once",
+            "--cluster",
+            "--scrape-interval",
+        ],
+        "kubernetes": ["--kubeconfig", "--namespace", "--pod-resources", "--follow"],
+        "slurm": ["--squeue-cmd", "--sacct-cmd", "--sacct-args", "--nodes-cmd", "--follow"],
+        "storage": ["--prometheus", "--exporter", "--match"],
+    }
     for command, names in options.items():
         text = cli(command, "--help").output  # type: ignore[attr-defined]
         assert all(name in text for name in names), command
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["dcgm", "--prometheus", "http://p:9090", "--exporter", "http://n:9400/metrics"], "not both"),
-    (["dcgm", "--exporter", "http://n:9400/metrics", "--from", "2026-11-01T00:00:00Z"], "need --prometheus"),
-    (["storage", "--prometheus", "http://p:9090", "--to", "2026-11-01T00:00:00Z"], "--to needs --from"),
-    (["dcgm", "--prometheus", "http://p:9090", "--from", "yesterday"], "not an ISO 8601 time"),
-    (["slurm", "--squeue-cmd", "", "--sacct-cmd", ""], "nothing to run"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["dcgm", "--prometheus", "http://p:9090", "--exporter", "http://n:9400/metrics"], "not both"),
+        (["dcgm", "--exporter", "http://n:9400/metrics", "--from", "2026-11-01T00:00:00Z"], "need --prometheus"),
+        (["storage", "--prometheus", "http://p:9090", "--to", "2026-11-01T00:00:00Z"], "--to needs --from"),
+        (["dcgm", "--prometheus", "http://p:9090", "--from", "yesterday"], "not an ISO 8601 time"),
+        (["slurm", "--squeue-cmd", "", "--sacct-cmd", ""], "nothing to run"),
+    ],
+)
 def test_cli_usage_errors_are_one_line(cli: Callable[..., object], args: list[str], message: str) -> None:
     result = cli(*args, "--dry-run")
     assert isinstance(result.exception, UsageFailure)  # type: ignore[attr-defined]
@@ -532,8 +613,18 @@ def test_cli_usage_errors_are_one_line(cli: Callable[..., object], args: list[st
 
 
 def test_cli_slurm_dry_run_summary(cli: Callable[..., object], fake: FakeSlurm) -> None:
-    result = cli("slurm", "--squeue-cmd", fake.command("squeue", SQUEUE), "--sacct-cmd", "", "--cluster", "c1",
-                 "--dry-run", "--format", "json")
+    result = cli(
+        "slurm",
+        "--squeue-cmd",
+        fake.command("squeue", SQUEUE),
+        "--sacct-cmd",
+        "",
+        "--cluster",
+        "c1",
+        "--dry-run",
+        "--format",
+        "json",
+    )
     assert result.exit_code == 0, result.output  # type: ignore[attr-defined]
     summary = json.loads(result.stdout)  # type: ignore[attr-defined]
     direct = slurm.parse(SQUEUE.read_bytes(), cluster="c1")
@@ -542,7 +633,15 @@ def test_cli_slurm_dry_run_summary(cli: Callable[..., object], fake: FakeSlurm) 
 
 
 def test_cli_unreachable_prometheus_is_source_unavailable(cli: Callable[..., object]) -> None:
-    result = cli("dcgm", "--prometheus", CLOSED_PORT_URL, "--from", "2026-11-01T00:00:00Z",
-                 "--to", "2026-11-01T00:10:00Z", "--dry-run")
+    result = cli(
+        "dcgm",
+        "--prometheus",
+        CLOSED_PORT_URL,
+        "--from",
+        "2026-11-01T00:00:00Z",
+        "--to",
+        "2026-11-01T00:10:00Z",
+        "--dry-run",
+    )
     assert isinstance(result.exception, SourceUnavailable)  # type: ignore[attr-defined]
     assert "unreachable" in str(result.exception)  # type: ignore[attr-defined]

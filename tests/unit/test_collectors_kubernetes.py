@@ -45,8 +45,7 @@ class FakeApiServer:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05},
-                                       daemon=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self.thread.start()
 
     @property
@@ -94,27 +93,69 @@ class FakeApiServer:
         self.server.server_close()
 
 
-def pod(name: str, *, rv: str, created: str, started: str | None = None, node: str | None = None,
-        finished: str | None = None, gpus: int = 2) -> dict[str, Any]:
+def pod(
+    name: str,
+    *,
+    rv: str,
+    created: str,
+    started: str | None = None,
+    node: str | None = None,
+    finished: str | None = None,
+    gpus: int = 2,
+) -> dict[str, Any]:
     """A Pod object as the API serves it: one container holding ``gpus`` nvidia.com/gpu."""
     status: dict[str, Any] = {"phase": "Pending", "qosClass": "Guaranteed", "conditions": []}
     if started:
-        status.update(phase="Running", startTime=started, containerStatuses=[{
-            "name": "main", "image": "registry.local/train:2.1", "ready": True, "restartCount": 0,
-            "state": {"running": {"startedAt": started}}, "lastState": {}}])
+        status.update(
+            phase="Running",
+            startTime=started,
+            containerStatuses=[
+                {
+                    "name": "main",
+                    "image": "registry.local/train:2.1",
+                    "ready": True,
+                    "restartCount": 0,
+                    "state": {"running": {"startedAt": started}},
+                    "lastState": {},
+                }
+            ],
+        )
     if finished:
         status["phase"] = "Succeeded"
-        status["containerStatuses"][0].update(ready=False, state={"terminated": {
-            "exitCode": 0, "reason": "Completed", "startedAt": started, "finishedAt": finished}})
-    spec: dict[str, Any] = {"containers": [{"name": "main", "image": "registry.local/train:2.1", "resources": {
-        "limits": {"cpu": "16", "memory": "128Gi", "nvidia.com/gpu": str(gpus)},
-        "requests": {"cpu": "16", "memory": "128Gi", "nvidia.com/gpu": str(gpus)}}}],
-        "restartPolicy": "Never", "schedulerName": "default-scheduler"}
+        status["containerStatuses"][0].update(
+            ready=False,
+            state={"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": started, "finishedAt": finished}},
+        )
+    spec: dict[str, Any] = {
+        "containers": [
+            {
+                "name": "main",
+                "image": "registry.local/train:2.1",
+                "resources": {
+                    "limits": {"cpu": "16", "memory": "128Gi", "nvidia.com/gpu": str(gpus)},
+                    "requests": {"cpu": "16", "memory": "128Gi", "nvidia.com/gpu": str(gpus)},
+                },
+            }
+        ],
+        "restartPolicy": "Never",
+        "schedulerName": "default-scheduler",
+    }
     if node:
         spec["nodeName"] = node
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {
-        "name": name, "namespace": "llm-train", "uid": f"uid-{name}", "resourceVersion": rv,
-        "creationTimestamp": created, "labels": {"team": "llm"}}, "spec": spec, "status": status}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": "llm-train",
+            "uid": f"uid-{name}",
+            "resourceVersion": rv,
+            "creationTimestamp": created,
+            "labels": {"team": "llm"},
+        },
+        "spec": spec,
+        "status": status,
+    }
 
 
 def pod_list(rv: str, *items: dict[str, Any]) -> dict[str, Any]:
@@ -122,13 +163,26 @@ def pod_list(rv: str, *items: dict[str, Any]) -> dict[str, Any]:
 
 
 def gone(message: str) -> dict[str, Any]:
-    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,
-            "reason": "Expired", "code": 410}
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": "Expired",
+        "code": 410,
+    }
 
 
 A_RUNNING = pod("train-a", rv="90", created="2026-03-02T08:00:00Z", started="2026-03-02T08:01:00Z", node="gpu001")
-A_DONE = pod("train-a", rv="130", created="2026-03-02T08:00:00Z", started="2026-03-02T08:01:00Z", node="gpu001",
-             finished="2026-03-02T08:30:00Z")
+A_DONE = pod(
+    "train-a",
+    rv="130",
+    created="2026-03-02T08:00:00Z",
+    started="2026-03-02T08:01:00Z",
+    node="gpu001",
+    finished="2026-03-02T08:30:00Z",
+)
 B_RUNNING = pod("train-b", rv="120", created="2026-03-02T08:02:00Z", started="2026-03-02T08:03:00Z", node="gpu002")
 BOOKMARK = {"type": "BOOKMARK", "object": {"kind": "Pod", "apiVersion": "v1", "metadata": {"resourceVersion": "150"}}}
 
@@ -172,8 +226,11 @@ def test_list_watch_bookmark_and_relist_after_410(fake_api: tuple[FakeApiServer,
     assert not server.script, "every scripted answer was asked for"
     got = [_kinds(b.result.events) for b in batches]
     assert got[0] == [("allocation.pending", "llm-train/train-a"), ("allocation.running", "llm-train/train-a")]
-    assert got[1] == [("allocation.pending", "llm-train/train-b"), ("allocation.running", "llm-train/train-b"),
-                      ("allocation.ended", "llm-train/train-a")]
+    assert got[1] == [
+        ("allocation.pending", "llm-train/train-b"),
+        ("allocation.running", "llm-train/train-b"),
+        ("allocation.ended", "llm-train/train-a"),
+    ]
     assert got[2] == [] and got[4] == [] and got[5] == []  # 410s re-list; a re-listed pod repeats nothing
     assert got[3] == [("allocation.ended", "llm-train/train-b")]
     ended_b = batches[3].result.events[0].data
@@ -192,10 +249,16 @@ def test_list_watch_bookmark_and_relist_after_410(fake_api: tuple[FakeApiServer,
     assert watcher.resource_version == "400"
 
 
-@pytest.mark.parametrize("fake_api", [[
-    ("list", {**pod_list("100", A_RUNNING), "metadata": {"resourceVersion": "", "continue": "page-2"}}),
-    ("list", pod_list("101", B_RUNNING)),
-]], indirect=True)
+@pytest.mark.parametrize(
+    "fake_api",
+    [
+        [
+            ("list", {**pod_list("100", A_RUNNING), "metadata": {"resourceVersion": "", "continue": "page-2"}}),
+            ("list", pod_list("101", B_RUNNING)),
+        ]
+    ],
+    indirect=True,
+)
 def test_list_follows_continue_tokens(fake_api: tuple[FakeApiServer, Any]) -> None:
     server, api = fake_api
     batch = _watcher(api).poll()
@@ -203,18 +266,26 @@ def test_list_follows_continue_tokens(fake_api: tuple[FakeApiServer, Any]) -> No
     assert "continue" not in server.requests[0] and server.requests[1]["continue"] == ["page-2"]
 
 
-@pytest.mark.parametrize("fake_api", [[
-    ("list", pod_list("100")),
-    ("cut", [{"type": "ADDED", "object": B_RUNNING}]),
-    ("status", (500, b'{"kind":"Status","code":500,"message":"etcd unavailable"}')),
-]], indirect=True)
+@pytest.mark.parametrize(
+    "fake_api",
+    [
+        [
+            ("list", pod_list("100")),
+            ("cut", [{"type": "ADDED", "object": B_RUNNING}]),
+            ("status", (500, b'{"kind":"Status","code":500,"message":"etcd unavailable"}')),
+        ]
+    ],
+    indirect=True,
+)
 def test_broken_watch_keeps_what_arrived_and_a_failed_one_is_retryable(fake_api: tuple[FakeApiServer, Any]) -> None:
     _, api = fake_api
     watcher = _watcher(api)
     watcher.poll()
     cut = watcher.poll()
-    assert _kinds(cut.result.events) == [("allocation.pending", "llm-train/train-b"),
-                                         ("allocation.running", "llm-train/train-b")]
+    assert _kinds(cut.result.events) == [
+        ("allocation.pending", "llm-train/train-b"),
+        ("allocation.running", "llm-train/train-b"),
+    ]
     assert cut.warnings and "watch broke" in cut.warnings[0]
     assert watcher.resource_version == "120"
     with pytest.raises(SourceUnavailable, match="HTTP 500"):
@@ -234,19 +305,24 @@ def test_unreachable_api_server_is_source_unavailable() -> None:
         api.api_client.close()
 
 
-DB_OLD = {**pod("db-0", rv="95", created="2026-03-02T08:00:00Z", started="2026-03-02T08:00:30Z", node="gpu003",
-                gpus=1)}
-DB_NEW = pod("db-0", rv="210", created="2026-03-02T10:00:00Z", started="2026-03-02T10:00:20Z", node="gpu003",
-             gpus=1)
+DB_OLD = {**pod("db-0", rv="95", created="2026-03-02T08:00:00Z", started="2026-03-02T08:00:30Z", node="gpu003", gpus=1)}
+DB_NEW = pod("db-0", rv="210", created="2026-03-02T10:00:00Z", started="2026-03-02T10:00:20Z", node="gpu003", gpus=1)
 DB_NEW["metadata"]["uid"] = "uid-db-0-recreated"
 
 
-@pytest.mark.parametrize("fake_api", [[
-    ("list", pod_list("100", A_RUNNING, DB_OLD)),
-    ("list", pod_list("220", DB_NEW)),  # after the restart: train-a and the first db-0 are gone
-]], indirect=True)
+@pytest.mark.parametrize(
+    "fake_api",
+    [
+        [
+            ("list", pod_list("100", A_RUNNING, DB_OLD)),
+            ("list", pod_list("220", DB_NEW)),  # after the restart: train-a and the first db-0 are gone
+        ]
+    ],
+    indirect=True,
+)
 def test_a_restarted_collector_ends_what_vanished_and_numbers_a_recreated_pod_on(
-        fake_api: tuple[FakeApiServer, Any], tmp_path: Any) -> None:
+    fake_api: tuple[FakeApiServer, Any], tmp_path: Any
+) -> None:
     _, api = fake_api
     state = tmp_path / "k8s-c1.json"
     before = PodWatcher(api, cluster="c1", watch_timeout_s=5, clock=lambda: NOW.timestamp(), state_file=state)
@@ -266,12 +342,19 @@ def test_a_restarted_collector_ends_what_vanished_and_numbers_a_recreated_pod_on
     assert new.id not in {e.id for e in first.result.events}  # never deduplicated into its predecessor
 
 
-@pytest.mark.parametrize("fake_api", [[
-    ("list", pod_list("100", A_RUNNING, B_RUNNING)),
-    ("list", pod_list("220", A_DONE, B_RUNNING)),  # after the restart: train-a ended meanwhile
-]], indirect=True)
-def test_a_restarted_collector_publishes_only_what_it_had_not(fake_api: tuple[FakeApiServer, Any],
-                                                               tmp_path: Any) -> None:
+@pytest.mark.parametrize(
+    "fake_api",
+    [
+        [
+            ("list", pod_list("100", A_RUNNING, B_RUNNING)),
+            ("list", pod_list("220", A_DONE, B_RUNNING)),  # after the restart: train-a ended meanwhile
+        ]
+    ],
+    indirect=True,
+)
+def test_a_restarted_collector_publishes_only_what_it_had_not(
+    fake_api: tuple[FakeApiServer, Any], tmp_path: Any
+) -> None:
     _, api = fake_api
     state = tmp_path / "k8s-c1.json"
     before = PodWatcher(api, cluster="c1", watch_timeout_s=5, clock=lambda: NOW.timestamp(), state_file=state)
@@ -285,20 +368,34 @@ def test_a_restarted_collector_publishes_only_what_it_had_not(fake_api: tuple[Fa
     assert ended.attempt == 1 and ended.end_time == datetime(2026, 3, 2, 8, 30, tzinfo=UTC)
 
 
-def node(name: str, *, ready: str = "True", cordoned: bool = False, gpus: str = "8",
-         labels: dict[str, str] | None = None) -> dict[str, Any]:
+def node(
+    name: str, *, ready: str = "True", cordoned: bool = False, gpus: str = "8", labels: dict[str, str] | None = None
+) -> dict[str, Any]:
     """A Node object as the API serves it (GPU feature discovery labels optional)."""
     why = "KubeletReady" if ready == "True" else "NodeStatusUnknown"
-    conditions = [{"type": "MemoryPressure", "status": "False"},
-                  {"type": "Ready", "status": ready, "reason": why, "lastTransitionTime": "2026-03-02T08:45:00Z"}]
+    conditions = [
+        {"type": "MemoryPressure", "status": "False"},
+        {"type": "Ready", "status": ready, "reason": why, "lastTransitionTime": "2026-03-02T08:45:00Z"},
+    ]
     spec: dict[str, Any] = {"podCIDR": "10.244.1.0/24"}
     if cordoned:
-        spec.update(unschedulable=True, taints=[{"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule",
-                                                  "timeAdded": "2026-03-02T08:50:00Z"}])
-    return {"kind": "Node", "apiVersion": "v1", "metadata": {"name": name, "uid": f"uid-{name}",
-                                                             "labels": labels or {}},
-            "spec": spec, "status": {"capacity": {"cpu": "96", "nvidia.com/gpu": gpus},
-                                     "allocatable": {"cpu": "95", "nvidia.com/gpu": gpus}, "conditions": conditions}}
+        spec.update(
+            unschedulable=True,
+            taints=[
+                {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule", "timeAdded": "2026-03-02T08:50:00Z"}
+            ],
+        )
+    return {
+        "kind": "Node",
+        "apiVersion": "v1",
+        "metadata": {"name": name, "uid": f"uid-{name}", "labels": labels or {}},
+        "spec": spec,
+        "status": {
+            "capacity": {"cpu": "96", "nvidia.com/gpu": gpus},
+            "allocatable": {"cpu": "95", "nvidia.com/gpu": gpus},
+            "conditions": conditions,
+        },
+    }
 
 
 def node_list(*items: dict[str, Any]) -> dict[str, Any]:
@@ -310,47 +407,95 @@ def test_node_list_file_gives_down_drained_and_physical_gpus() -> None:
     from pipelines.parsers import kubernetes
 
     sliced = {"nvidia.com/gpu.replicas": "4", "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
-    doc = node_list(node("gpu001"), node("gpu002", ready="Unknown"), node("gpu003", cordoned=True),
-                    node("gpu004", gpus="32", labels=sliced),
-                    node("gpu005", labels={"nvidia.com/gpu.count": "4"}))
+    doc = node_list(
+        node("gpu001"),
+        node("gpu002", ready="Unknown"),
+        node("gpu003", cordoned=True),
+        node("gpu004", gpus="32", labels=sliced),
+        node("gpu005", labels={"nvidia.com/gpu.count": "4"}),
+    )
     result = kubernetes.parse(orjson.dumps(doc), cluster="c1", observed_at="2026-03-02T09:00:00Z")
     got = {e.data.node: (e.data.state, e.data.gpus) for e in result.events if isinstance(e, NodeStateEvent)}
     # time-sliced: 32 advertised replicas of 8 GPUs; GPU feature discovery's count wins when present
-    assert got == {"gpu001": ("up", 8), "gpu002": ("down", 8), "gpu003": ("drained", 8), "gpu004": ("up", 8),
-                   "gpu005": ("up", 4)}
+    assert got == {
+        "gpu001": ("up", 8),
+        "gpu002": ("down", 8),
+        "gpu003": ("drained", 8),
+        "gpu004": ("up", 8),
+        "gpu005": ("up", 4),
+    }
     undated = kubernetes.parse(orjson.dumps(doc), cluster="c1")  # no capture time: only dated states
-    assert {e.data.node: str(e.time) for e in undated.events} == {"gpu002": "2026-03-02 08:45:00+00:00",
-                                                                  "gpu003": "2026-03-02 08:50:00+00:00"}
+    assert {e.data.node: str(e.time) for e in undated.events} == {
+        "gpu002": "2026-03-02 08:45:00+00:00",
+        "gpu003": "2026-03-02 08:50:00+00:00",
+    }
 
 
-@pytest.mark.parametrize("fake_api", [[
-    ("list", pod_list("100")), ("list", node_list(node("gpu001"), node("gpu002"))),
-    ("watch", []), ("list", node_list(node("gpu001"), node("gpu002", cordoned=True))),
-    ("watch", []), ("status", (403, b'{"kind":"Status","code":403,"message":"nodes is forbidden"}')),
-]], indirect=True)
+@pytest.mark.parametrize(
+    "fake_api",
+    [
+        [
+            ("list", pod_list("100")),
+            ("list", node_list(node("gpu001"), node("gpu002"))),
+            ("watch", []),
+            ("list", node_list(node("gpu001"), node("gpu002", cordoned=True))),
+            ("watch", []),
+            ("status", (403, b'{"kind":"Status","code":403,"message":"nodes is forbidden"}')),
+        ]
+    ],
+    indirect=True,
+)
 def test_the_collector_passes_on_node_states_that_changed(fake_api: tuple[FakeApiServer, Any]) -> None:
     _, api = fake_api
     watcher = PodWatcher(api, cluster="c1", watch_timeout_s=5, clock=lambda: NOW.timestamp(), nodes=True)
     states = []
     for _ in range(3):
         batch = watcher.poll()
-        states.append(([(e.data.node, e.data.state) for e in batch.result.events if e.type == "node.state"],
-                       batch.warnings))
+        states.append(
+            ([(e.data.node, e.data.state) for e in batch.result.events if e.type == "node.state"], batch.warnings)
+        )
     assert states[0] == ([("gpu001", "up"), ("gpu002", "up")], [])
     assert states[1] == ([("gpu002", "drained")], [])
     assert states[2][0] == [] and "listing nodes failed: HTTP 403" in states[2][1][0]
 
 
-@pytest.mark.parametrize("fake_api", [[
-    ("list", pod_list("100", A_RUNNING)), ("list", node_list(node("gpu001"))),
-    ("watch", [{"type": "ADDED", "object": pod("train-c", rv="110", created="2026-03-02T08:04:00Z",
-                                                started="2026-03-02T08:05:00Z", node="gpu001")}]),
-    ("list", node_list(node("gpu001", cordoned=True))),
-]], indirect=True)
+@pytest.mark.parametrize(
+    "fake_api",
+    [
+        [
+            ("list", pod_list("100", A_RUNNING)),
+            ("list", node_list(node("gpu001"))),
+            (
+                "watch",
+                [
+                    {
+                        "type": "ADDED",
+                        "object": pod(
+                            "train-c",
+                            rv="110",
+                            created="2026-03-02T08:04:00Z",
+                            started="2026-03-02T08:05:00Z",
+                            node="gpu001",
+                        ),
+                    }
+                ],
+            ),
+            ("list", node_list(node("gpu001", cordoned=True))),
+        ]
+    ],
+    indirect=True,
+)
 def test_a_per_node_collector_asks_only_for_its_node(fake_api: tuple[FakeApiServer, Any]) -> None:
     server, api = fake_api
-    watcher = PodWatcher(api, cluster="c1", watch_timeout_s=5, clock=lambda: NOW.timestamp(), nodes=True,
-                         node_name="gpu001", label_selector="team=llm")
+    watcher = PodWatcher(
+        api,
+        cluster="c1",
+        watch_timeout_s=5,
+        clock=lambda: NOW.timestamp(),
+        nodes=True,
+        node_name="gpu001",
+        label_selector="team=llm",
+    )
     first, second = watcher.poll(), watcher.poll()
     pods = [r for r in server.requests if r["path"] == ["/api/v1/pods"]]
     nodes = [r for r in server.requests if r["path"] == ["/api/v1/nodes"]]
@@ -359,4 +504,6 @@ def test_a_per_node_collector_asks_only_for_its_node(fake_api: tuple[FakeApiServ
     assert all(r["fieldSelector"] == ["metadata.name=gpu001"] for r in nodes)
     assert [e.data.state for e in second.result.events if e.type == "node.state"] == ["drained"]
     assert {e.data.job_id for e in first.result.events + second.result.events if e.type == "allocation.running"} == {
-        "llm-train/train-a", "llm-train/train-c"}
+        "llm-train/train-a",
+        "llm-train/train-c",
+    }

@@ -21,8 +21,10 @@ from pipelines.parsers.base import ParseResult
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "slurm"
 B = datetime(2026, 3, 2, 12, 0, tzinfo=UTC).timestamp()
-LOGGER = "import json, pathlib, sys\nopen(sys.argv[1], 'a').write(json.dumps(sys.argv[3:]) + '\\n')\n" \
-         "sys.stdout.buffer.write(pathlib.Path(sys.argv[2]).read_bytes())\n"
+LOGGER = (
+    "import json, pathlib, sys\nopen(sys.argv[1], 'a').write(json.dumps(sys.argv[3:]) + '\\n')\n"
+    "sys.stdout.buffer.write(pathlib.Path(sys.argv[2]).read_bytes())\n"
+)
 
 
 def _command(tmp: Path, name: str, fixture: Path) -> tuple[str, Path]:
@@ -48,13 +50,15 @@ def test_a_restarted_collector_resumes_sacct_where_the_previous_one_stopped(tmp_
     sacct, log = _command(tmp_path, "sacct", FIXTURES / "sacct_v0041.json")
     state = tmp_path / "state" / "slurm-c1.json"
     now = [B]
-    first = SlurmCommands(cluster="c1", squeue_cmd="", sacct_cmd=sacct, overlap_s=60, clock=lambda: now[0],
-                          state_file=state)
+    first = SlurmCommands(
+        cluster="c1", squeue_cmd="", sacct_cmd=sacct, overlap_s=60, clock=lambda: now[0], state_file=state
+    )
     run(first, collect_into(ParseResult()))
     assert state.exists()  # saved once the sink took the batch
     now[0] += 5 * 3600  # down for five hours
-    second = SlurmCommands(cluster="c1", squeue_cmd="", sacct_cmd=sacct, overlap_s=60, clock=lambda: now[0],
-                           state_file=state)
+    second = SlurmCommands(
+        cluster="c1", squeue_cmd="", sacct_cmd=sacct, overlap_s=60, clock=lambda: now[0], state_file=state
+    )
     second.poll()
     windows = [call[call.index("-S") + 1] for call in _calls(log)]
     assert windows == ["now-3600", f"now-{5 * 3600 + 60}"]  # not the default hour: nothing ended unseen
@@ -88,21 +92,25 @@ def test_array_tasks_keep_their_unique_slurm_job_id_as_alias() -> None:
     assert all(e.data.aliases == [] for e in squeue if e.data.job_id in ("3001", "3002_[1-10]"))
 
 
-@pytest.mark.parametrize(("gres", "expected"), [
-    ("gpu:h100:8(S:0-1)", (8, "h100")),
-    ("gpu:8", (8, None)),
-    ("gpu:a100:4(S:0),gpu:a100_1g.10gb:2(S:1),nic:2", (6, "a100")),
-    ("nic:2", (None, None)),
-    ("(null)", (None, None)),
-    (None, (None, None)),
-])
+@pytest.mark.parametrize(
+    ("gres", "expected"),
+    [
+        ("gpu:h100:8(S:0-1)", (8, "h100")),
+        ("gpu:8", (8, None)),
+        ("gpu:a100:4(S:0),gpu:a100_1g.10gb:2(S:1),nic:2", (6, "a100")),
+        ("nic:2", (None, None)),
+        ("(null)", (None, None)),
+        (None, (None, None)),
+    ],
+)
 def test_node_gpu_count_from_gres(gres: Any, expected: tuple[int | None, str | None]) -> None:
     assert f.node_gpus(gres) == expected
 
 
 def test_node_states_carry_the_node_gpu_count() -> None:
-    result = slurm.parse((FIXTURES / "scontrol_nodes_v0040.json").read_bytes(), cluster="c1",
-                         observed_at="2026-03-02T12:00:00Z")
+    result = slurm.parse(
+        (FIXTURES / "scontrol_nodes_v0040.json").read_bytes(), cluster="c1", observed_at="2026-03-02T12:00:00Z"
+    )
     states = [e.data for e in result.events if isinstance(e, NodeStateEvent)]
     assert states and all((s.gpus, s.gpu_model) == (8, "h100") for s in states)
 

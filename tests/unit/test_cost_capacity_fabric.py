@@ -20,11 +20,11 @@ def test_required_gpus_after_failures_idle_and_retries() -> None:
     pool = PoolMonth("c1", "H100", 30, 7200 * H, 720 * H, 5832 * H, 4199.04 * H, 0.0, 583.2 * H)
     line = plan(pool, 720.0, target=10_000.0)
     assert line.installed_gpus == pytest.approx(10)
-    assert line.availability == pytest.approx(0.9)          # 6480 / 7200
-    assert line.allocation == pytest.approx(0.9)            # 5832 / 6480
-    assert line.success == pytest.approx(0.9)               # (5832 - 583.2) / 5832
-    assert line.busy == pytest.approx(0.72)                 # 4199.04 / 5832
-    assert line.useful_work_per_gpu_month == pytest.approx(720 * 0.9 * 0.9 * 0.9 * 0.72)   # 377.9136
+    assert line.availability == pytest.approx(0.9)  # 6480 / 7200
+    assert line.allocation == pytest.approx(0.9)  # 5832 / 6480
+    assert line.success == pytest.approx(0.9)  # (5832 - 583.2) / 5832
+    assert line.busy == pytest.approx(0.72)  # 4199.04 / 5832
+    assert line.useful_work_per_gpu_month == pytest.approx(720 * 0.9 * 0.9 * 0.9 * 0.72)  # 377.9136
     assert line.required_gpus == pytest.approx(10_000 / 377.9136)
     assert line.additional_gpus == pytest.approx(10_000 / 377.9136 - 10)
     assert line.target_source == "config"
@@ -36,8 +36,8 @@ def test_target_defaults_to_this_month_scaled_with_growth_and_unobserved_is_left
     line = plan(pool, 720.0, target=None, growth=0.5)
     assert line.busy == pytest.approx(0.5) and line.installed_gpus == pytest.approx(4)
     assert line.useful_gpu_hours == pytest.approx(720)
-    assert line.target_work == pytest.approx(720 * 2 * 1.5)   # whole month, +50 %
-    assert line.required_gpus == pytest.approx(6)              # 2160 / 360 per GPU-month
+    assert line.target_work == pytest.approx(720 * 2 * 1.5)  # whole month, +50 %
+    assert line.required_gpus == pytest.approx(6)  # 2160 / 360 per GPU-month
     assert line.target_source == "current_x_growth"
 
 

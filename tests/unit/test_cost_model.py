@@ -22,14 +22,22 @@ ZERO_SHARED = {"network": Decimal(0), "storage": Decimal(0), "support": Decimal(
 
 
 def book(policy: str = "spread", network: str = "0") -> PriceBook:
-    rates = [RateVersion(MAR1, "USD", {"H100": Decimal("2.50"), "A100": Decimal("1.60")}),
-             RateVersion(NOON, "USD", {"H100": Decimal("2.10"), "A100": Decimal("1.40")})]
+    rates = [
+        RateVersion(MAR1, "USD", {"H100": Decimal("2.50"), "A100": Decimal("1.60")}),
+        RateVersion(NOON, "USD", {"H100": Decimal("2.10"), "A100": Decimal("1.40")}),
+    ]
     shared = [SharedVersion(MAR1, "USD", {**ZERO_SHARED, "network": Decimal(network)}, policy)]  # type: ignore[arg-type]
     return PriceBook.of(rates, shared)
 
 
-def alloc(owner: tuple[str, str, str], hours: float, start: datetime = MAR1, model: str = "H100",
-          lost: float = 0.0, busy: float = 0.0) -> UsageSegment:
+def alloc(
+    owner: tuple[str, str, str],
+    hours: float,
+    start: datetime = MAR1,
+    model: str = "H100",
+    lost: float = 0.0,
+    busy: float = 0.0,
+) -> UsageSegment:
     return UsageSegment(model, start, "allocated", owner, hours * H, busy_seconds=busy * H, lost_seconds=lost * H)
 
 
@@ -72,12 +80,15 @@ def test_mixed_currencies_are_refused() -> None:
         PriceBook.of([RateVersion(MAR1, "USD", {}), RateVersion(NOON, "EUR", {})], [])
 
 
-@pytest.mark.parametrize(("policy", "expected"), [
-    # idle pool: 40 H100 GPU-h unallocated at 2.50 = 100.00; A holds 30 H100 GPU-h, B 10 A100 GPU-h
-    ("spread", {"research": Decimal(75), "product": Decimal(25)}),           # pro rata 30:10 over all models
-    ("by_allocation", {"research": Decimal(100)}),                           # only H100 users pay the H100 pool
-    ("platform", {PLATFORM: Decimal(100)}),                                  # stays with the platform
-])
+@pytest.mark.parametrize(
+    ("policy", "expected"),
+    [
+        # idle pool: 40 H100 GPU-h unallocated at 2.50 = 100.00; A holds 30 H100 GPU-h, B 10 A100 GPU-h
+        ("spread", {"research": Decimal(75), "product": Decimal(25)}),  # pro rata 30:10 over all models
+        ("by_allocation", {"research": Decimal(100)}),  # only H100 users pay the H100 pool
+        ("platform", {PLATFORM: Decimal(100)}),  # stays with the platform
+    ],
+)
 def test_idle_policies(policy: str, expected: dict) -> None:
     usage = [alloc(A, 30), alloc(B, 10, model="A100"), free(40)]
     result = allocate_day(*day(MAR16 - timedelta(days=1)), usage, book(policy), SharePolicy())
@@ -108,8 +119,10 @@ def test_shared_cost_is_a_day_of_the_month_shared_by_gpu_hours() -> None:
 
 
 def test_storage_is_shared_by_bytes_moved_where_known_else_gpu_hours() -> None:
-    b = PriceBook.of([RateVersion(MAR1, "USD", {"H100": Decimal(1)})],
-                     [SharedVersion(MAR1, "USD", {**ZERO_SHARED, "storage": Decimal(3100)})])
+    b = PriceBook.of(
+        [RateVersion(MAR1, "USD", {"H100": Decimal(1)})],
+        [SharedVersion(MAR1, "USD", {**ZERO_SHARED, "storage": Decimal(3100)})],
+    )
     usage = [alloc(A, 30), alloc(B, 10)]
     by_bytes = allocate_day(*day(MAR1), usage, b, SharePolicy(), storage_bytes={B: 3e12, A: 1e12})
     assert by(by_bytes.lines, "storage") == {"research": Decimal(25), "product": Decimal(75)}
@@ -119,14 +132,19 @@ def test_storage_is_shared_by_bytes_moved_where_known_else_gpu_hours() -> None:
 
 def test_shared_version_changing_mid_month_is_prorated_by_time() -> None:
     apr1, apr16 = datetime(2026, 4, 1, tzinfo=UTC), datetime(2026, 4, 16, tzinfo=UTC)
-    b = PriceBook.of([RateVersion(apr1, "USD", {"H100": Decimal(1)})],
-                     [SharedVersion(apr1, "USD", {**ZERO_SHARED, "network": Decimal(3000)}),
-                      SharedVersion(apr16 + timedelta(hours=6), "USD", {**ZERO_SHARED, "network": Decimal(6000)})])
+    b = PriceBook.of(
+        [RateVersion(apr1, "USD", {"H100": Decimal(1)})],
+        [
+            SharedVersion(apr1, "USD", {**ZERO_SHARED, "network": Decimal(3000)}),
+            SharedVersion(apr16 + timedelta(hours=6), "USD", {**ZERO_SHARED, "network": Decimal(6000)}),
+        ],
+    )
     total = Decimal(0)
     for i in range(30):
         d = apr1 + timedelta(days=i)
-        total += sum(ln.cost for ln in allocate_day(*day(d), [alloc(A, 1, apr1)], b, SharePolicy()).lines
-                     if ln.term == "network")
+        total += sum(
+            ln.cost for ln in allocate_day(*day(d), [alloc(A, 1, apr1)], b, SharePolicy()).lines if ln.term == "network"
+        )
     # 15.25 days at 100/day + 14.75 days at 200/day
     assert total.quantize(Decimal("0.000001")) == Decimal("4475.000000")
 
@@ -151,15 +169,20 @@ def test_gpu_seconds_without_a_rate_are_counted_and_priced_at_zero() -> None:
 def test_pro_rata_residue_goes_to_the_largest_share_and_never_negative() -> None:
     # 1.00 of network a day shared three ways: shares round down, the 1e-12 residue goes to the first largest
     owners = [("a", "t1", ""), ("b", "t2", ""), ("c", "t3", "")]
-    b = PriceBook.of([RateVersion(MAR1, "USD", {"H100": Decimal(0)})],
-                     [SharedVersion(MAR1, "USD", {**ZERO_SHARED, "network": Decimal(31)})])
+    b = PriceBook.of(
+        [RateVersion(MAR1, "USD", {"H100": Decimal(0)})],
+        [SharedVersion(MAR1, "USD", {**ZERO_SHARED, "network": Decimal(31)})],
+    )
     result = allocate_day(*day(MAR1), [alloc(o, 1) for o in owners], b, SharePolicy())
     network = [ln for ln in result.lines if ln.term == "network"]
     assert all(ln.cost >= 0 for ln in network)
     assert sum(ln.cost for ln in network) == Decimal(1)
     assert not any(ln.owner[0] == PLATFORM for ln in network)
     assert [ln.cost for ln in sorted(network, key=lambda ln: ln.owner)] == [
-        Decimal("0.333333333334"), Decimal("0.333333333333"), Decimal("0.333333333333")]
+        Decimal("0.333333333334"),
+        Decimal("0.333333333333"),
+        Decimal("0.333333333333"),
+    ]
 
 
 def test_gpu_cost_is_exact_decimal() -> None:
@@ -202,9 +225,11 @@ def _energy_book(price: str | None, carbon: float | None) -> PriceBook:
 
 def test_energy_rides_on_the_gpu_lines_with_its_cost_and_emissions_and_bills_nothing_more() -> None:
     # A holds 4 GPU-hours at 400 W (1.6 kWh), 1 of them lost after its checkpoint; 2 idle hours at 60 W
-    usage = [UsageSegment("H100", MAR1, "allocated", A, 4 * H, lost_seconds=1 * H, energy_joules=1.6 * 3.6e6),
-             UsageSegment("H100", MAR1, "allocated", B, 2 * H, energy_joules=0.8 * 3.6e6),
-             UsageSegment("H100", MAR1, "unallocated", ("", "", ""), 2 * H, energy_joules=0.12 * 3.6e6)]
+    usage = [
+        UsageSegment("H100", MAR1, "allocated", A, 4 * H, lost_seconds=1 * H, energy_joules=1.6 * 3.6e6),
+        UsageSegment("H100", MAR1, "allocated", B, 2 * H, energy_joules=0.8 * 3.6e6),
+        UsageSegment("H100", MAR1, "unallocated", ("", "", ""), 2 * H, energy_joules=0.12 * 3.6e6),
+    ]
     priced = allocate_day(*day(MAR1), usage, _energy_book("0.12", 350.0), SharePolicy())
     unpriced = allocate_day(*day(MAR1), usage, _energy_book(None, None), SharePolicy())
     assert priced.total == unpriced.total == Decimal("20.00")  # energy is part of the GPU-hour rate

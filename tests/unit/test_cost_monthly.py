@@ -25,13 +25,16 @@ D = Decimal
 MAR1 = datetime(2026, 3, 1, tzinfo=UTC)
 
 
-@pytest.mark.parametrize(("amounts", "total", "expected"), [
-    (["0.333333", "0.333333", "0.333334"], "1.00", ["0.33", "0.33", "0.34"]),   # largest fraction wins
-    (["0.333333", "0.333333", "0.333333"], "1.00", ["0.34", "0.33", "0.33"]),   # tie: first line
-    (["0.005", "0.005"], "0.01", ["0.01", "0.00"]),
-    (["10.00", "0"], "10.00", ["10.00", "0.00"]),
-    ([], "0.00", []),
-])
+@pytest.mark.parametrize(
+    ("amounts", "total", "expected"),
+    [
+        (["0.333333", "0.333333", "0.333334"], "1.00", ["0.33", "0.33", "0.34"]),  # largest fraction wins
+        (["0.333333", "0.333333", "0.333333"], "1.00", ["0.34", "0.33", "0.33"]),  # tie: first line
+        (["0.005", "0.005"], "0.01", ["0.01", "0.00"]),
+        (["10.00", "0"], "10.00", ["10.00", "0.00"]),
+        ([], "0.00", []),
+    ],
+)
 def test_largest_remainder(amounts: list[str], total: str, expected: list[str]) -> None:
     assert largest_remainder([D(a) for a in amounts], D(total)) == [D(e) for e in expected]
 
@@ -57,8 +60,12 @@ def _line(term: str, bu: str, cost: str) -> CostLine:
 
 
 def test_month_lines_add_up_to_term_totals_in_cents() -> None:
-    daily = [("c1", _line("compute", "a", "1.004")), ("c1", _line("compute", "a", "1.004")),
-             ("c1", _line("compute", "b", "0.333")), ("c1", _line("idle", PLATFORM, "0.335"))]
+    daily = [
+        ("c1", _line("compute", "a", "1.004")),
+        ("c1", _line("compute", "a", "1.004")),
+        ("c1", _line("compute", "b", "0.333")),
+        ("c1", _line("idle", PLATFORM, "0.335")),
+    ]
     lines = month_lines(daily)
     totals = term_totals(lines)
     # compute exact = 2.008 + 0.333 = 2.341 -> 2.34; idle 0.335 -> 0.34 (half up)
@@ -70,17 +77,29 @@ def test_month_lines_add_up_to_term_totals_in_cents() -> None:
 def test_a_month_with_a_rate_change_conserves_money_to_the_cent() -> None:
     # 31 days; A uses H100 all month, B uses A100 in the first half, the rate drops on the 16th at noon
     noon = datetime(2026, 3, 16, 12, tzinfo=UTC)
-    book = PriceBook.of([RateVersion(MAR1, "USD", {"H100": D("2.50"), "A100": D("1.60")}),
-                         RateVersion(noon, "USD", {"H100": D("2.10"), "A100": D("1.40")})],
-                        [SharedVersion(MAR1, "USD", {"network": D("1000"), "storage": D("777.77"),
-                                                     "support": D("333.33"), "operations": D("1234.56")}, "spread")])
+    book = PriceBook.of(
+        [
+            RateVersion(MAR1, "USD", {"H100": D("2.50"), "A100": D("1.60")}),
+            RateVersion(noon, "USD", {"H100": D("2.10"), "A100": D("1.40")}),
+        ],
+        [
+            SharedVersion(
+                MAR1,
+                "USD",
+                {"network": D("1000"), "storage": D("777.77"), "support": D("333.33"), "operations": D("1234.56")},
+                "spread",
+            )
+        ],
+    )
     daily = []
     expected = D(0)
     for i in range(31):
         start = MAR1 + timedelta(days=i)
         seg = noon if start >= noon else MAR1
-        usage = [UsageSegment("H100", seg, "allocated", ("research", "llm", "x"), 7 * 3600.0, lost_seconds=1234.5),
-                 UsageSegment("H100", seg, "unallocated", ("", "", ""), 1 * 3600.0 + 17)]
+        usage = [
+            UsageSegment("H100", seg, "allocated", ("research", "llm", "x"), 7 * 3600.0, lost_seconds=1234.5),
+            UsageSegment("H100", seg, "unallocated", ("", "", ""), 1 * 3600.0 + 17),
+        ]
         if i < 15:
             usage.append(UsageSegment("A100", seg, "allocated", ("product", "search", "y"), 3 * 3600.0 + 1))
         result = allocate_day(start, start + timedelta(days=1), usage, book, SharePolicy())

@@ -18,8 +18,15 @@ from dagster_project.defs.usage.schedules import DAILY_ASSETS, MONTHLY_ASSETS
 
 REPO = Path(__file__).resolve().parents[2]
 
-DAILY = {"gpu_usage_daily", "queue_time_daily", "idle_waste_daily", "failure_waste_daily", "idle_causes_daily",
-         "cost_allocation_daily", "fabric_health"}
+DAILY = {
+    "gpu_usage_daily",
+    "queue_time_daily",
+    "idle_waste_daily",
+    "failure_waste_daily",
+    "idle_causes_daily",
+    "cost_allocation_daily",
+    "fabric_health",
+}
 MONTHLY = {"effective_cluster_unit_cost_monthly", "chargeback_monthly", "chargeback_files", "capacity_plan"}
 
 
@@ -91,8 +98,10 @@ def test_schedules_request_the_period_that_just_closed() -> None:
     monthly = defs.resolve_schedule_def("monthly_assets_schedule")
     assert (daily.cron_schedule, daily.execution_timezone) == ("0 2 * * *", "UTC")
     assert (monthly.cron_schedule, monthly.execution_timezone) == ("0 4 2 * *", "UTC")
-    for schedule, tick, key in ((daily, datetime(2026, 3, 1, 2, tzinfo=UTC), "2026-02-28"),
-                                (monthly, datetime(2026, 3, 2, 4, tzinfo=UTC), "2026-02-01")):
+    for schedule, tick, key in (
+        (daily, datetime(2026, 3, 1, 2, tzinfo=UTC), "2026-02-28"),
+        (monthly, datetime(2026, 3, 2, 4, tzinfo=UTC), "2026-02-01"),
+    ):
         with dg.build_schedule_context(scheduled_execution_time=tick, repository_def=defs.get_repository_def()) as ctx:
             [request] = schedule.evaluate_tick(ctx).run_requests or []
         assert (request.partition_key, request.run_key) == (key, key), schedule.name
@@ -112,8 +121,9 @@ def test_daily_assets_carry_a_freshness_policy_after_the_schedule() -> None:
     for key in graph.get_all_asset_keys():
         policy = graph.get(key).freshness_policy
         if key.to_user_string() in DAILY:  # materialized between the 02:00 run and 04:00 UTC
-            assert policy == dg.FreshnessPolicy.cron(deadline_cron="0 4 * * *", lower_bound_delta=timedelta(hours=2),
-                                                     timezone="UTC"), key
+            assert policy == dg.FreshnessPolicy.cron(
+                deadline_cron="0 4 * * *", lower_bound_delta=timedelta(hours=2), timezone="UTC"
+            ), key
 
 
 def test_late_data_sensor_watches_both_jobs() -> None:
@@ -128,19 +138,25 @@ def test_late_data_sensor_watches_both_jobs() -> None:
 S = 1_000_000_000
 
 
-@pytest.mark.parametrize(("changes", "built", "expected"), [
-    ({}, {}, []),
-    # changed after the run that built it started: stale
-    ({"2026-03-14": 20 * S}, {"2026-03-14": 10 * S}, ["2026-03-14"]),
-    # the run started after the change (it read the changed facts): not stale
-    ({"2026-03-14": 10 * S}, {"2026-03-14": 20 * S}, []),
-    ({"2026-03-14": 10 * S}, {"2026-03-14": 10 * S}, []),
-    # never built (or one of its assets never was): stale
-    ({"2026-03-14": 10 * S}, {"2026-03-14": None}, ["2026-03-14"]),
-    ({"2026-03-14": 10 * S}, {}, ["2026-03-14"]),
-    ({"2026-03-15": 30 * S, "2026-03-14": 30 * S, "2026-03-16": 5 * S},
-     {"2026-03-14": 20 * S, "2026-03-15": 40 * S, "2026-03-16": 1 * S}, ["2026-03-14", "2026-03-16"]),
-])
+@pytest.mark.parametrize(
+    ("changes", "built", "expected"),
+    [
+        ({}, {}, []),
+        # changed after the run that built it started: stale
+        ({"2026-03-14": 20 * S}, {"2026-03-14": 10 * S}, ["2026-03-14"]),
+        # the run started after the change (it read the changed facts): not stale
+        ({"2026-03-14": 10 * S}, {"2026-03-14": 20 * S}, []),
+        ({"2026-03-14": 10 * S}, {"2026-03-14": 10 * S}, []),
+        # never built (or one of its assets never was): stale
+        ({"2026-03-14": 10 * S}, {"2026-03-14": None}, ["2026-03-14"]),
+        ({"2026-03-14": 10 * S}, {}, ["2026-03-14"]),
+        (
+            {"2026-03-15": 30 * S, "2026-03-14": 30 * S, "2026-03-16": 5 * S},
+            {"2026-03-14": 20 * S, "2026-03-15": 40 * S, "2026-03-16": 1 * S},
+            ["2026-03-14", "2026-03-16"],
+        ),
+    ],
+)
 def test_stale_partitions(changes: dict[str, int], built: dict[str, int | None], expected: list[str]) -> None:
     assert stale(changes, built) == expected
 
@@ -148,8 +164,13 @@ def test_stale_partitions(changes: dict[str, int], built: dict[str, int | None],
 def test_the_code_location_validates_with_the_dagster_cli(tmp_path: Path) -> None:
     module = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["dagster"]["module_name"]
     assert module == "dagster_project.definitions"
-    result = subprocess.run([str(Path(sys.executable).parent / "dagster"), "definitions", "validate", "-m", module],
-                            cwd=REPO, capture_output=True, text=True, timeout=120,
-                            env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "DAGSTER_HOME": str(tmp_path)})
+    result = subprocess.run(
+        [str(Path(sys.executable).parent / "dagster"), "definitions", "validate", "-m", module],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "DAGSTER_HOME": str(tmp_path)},
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "All code locations passed validation" in result.stdout + result.stderr

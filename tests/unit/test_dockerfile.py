@@ -37,8 +37,8 @@ def stages() -> list[list[tuple[str, str]]]:
 
 def test_two_stages_and_the_final_one_has_nothing_to_build_with() -> None:
     build, final = stages()
-    assert re.search(r"\bAS build\b", build[0][1]) and "slim" in re.search(
-        r"ARG PYTHON_IMAGE=(\S+)", DOCKERFILE).group(1)  # type: ignore[union-attr]
+    image = re.search(r"ARG PYTHON_IMAGE=(\S+)", DOCKERFILE)
+    assert re.search(r"\bAS build\b", build[0][1]) and image is not None and "slim" in image.group(1)
     assert any(word == "RUN" and "pip install" in args for word, args in build)
     final_runs = " ".join(args for word, args in final if word == "RUN")
     assert "apt-get install" not in final_runs and "pip install" not in final_runs
@@ -69,8 +69,11 @@ def test_the_version_label_and_the_extras() -> None:
 
 
 def test_what_the_build_copies_exists_and_the_context_keeps_it() -> None:
-    ignored = [line.strip() for line in (REPO / ".dockerignore").read_text().splitlines()
-               if line.strip() and not line.startswith("#")]
+    ignored = [
+        line.strip()
+        for line in (REPO / ".dockerignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
     build = stages()[0]
     sources = [src for word, args in build if word == "COPY" for src in args.split()[:-1]]
     assert {"pyproject.toml", "requirements.lock", "pipelines", "streams", "sql", "dagster_project"} <= set(sources)

@@ -21,16 +21,33 @@ HOUR = 3600.0
 
 
 def alloc(**kw: Any) -> ev.AllocationData:
-    base: dict[str, Any] = {"scheduler": "kubernetes", "job_id": "ns/p", "node": "n1", "state": "running",
-                            "start_time": T0, "gpus": [{"kind": "gpu", "count": 1}]}
+    base: dict[str, Any] = {
+        "scheduler": "kubernetes",
+        "job_id": "ns/p",
+        "node": "n1",
+        "state": "running",
+        "start_time": T0,
+        "gpus": [{"kind": "gpu", "count": 1}],
+    }
     base.update(kw)
     return ev.AllocationData.model_validate(base)
 
 
-def gpu(uuid: str = "GPU-0", *, start: float = t0 - 60, until: float = t0 + HOUR, power: bool = True,
-        counter: bool = True, watts: float = WATTS, reset_at: float | None = None, mig: int | None = None,
-        profile: str = "", util: float | None = 0.5, skip: frozenset[int] = frozenset(),
-        device_on_instances: bool = False) -> list[SampleRow]:
+def gpu(
+    uuid: str = "GPU-0",
+    *,
+    start: float = t0 - 60,
+    until: float = t0 + HOUR,
+    power: bool = True,
+    counter: bool = True,
+    watts: float = WATTS,
+    reset_at: float | None = None,
+    mig: int | None = None,
+    profile: str = "",
+    util: float | None = 0.5,
+    skip: frozenset[int] = frozenset(),
+    device_on_instances: bool = False,
+) -> list[SampleRow]:
     """A GPU scraped every 30 s at a constant ``watts``: its power reading and its energy counter
     (mJ since an arbitrary origin; from ``reset_at`` on it counts again from zero). A MIG instance's
     samples carry the device's readings only with ``device_on_instances``."""
@@ -43,8 +60,24 @@ def gpu(uuid: str = "GPU-0", *, start: float = t0 - 60, until: float = t0 + HOUR
         if reset_at is not None and t >= reset_at:
             mj = (t - reset_at) * watts * 1000.0
         device = mig is None or device_on_instances
-        rows.append(SampleRow(t, uuid, mig, 0, H100, profile, util, 0, "", "", "", 30.0,
-                              watts if power and device else None, mj if counter and device else None))
+        rows.append(
+            SampleRow(
+                t,
+                uuid,
+                mig,
+                0,
+                H100,
+                profile,
+                util,
+                0,
+                "",
+                "",
+                "",
+                30.0,
+                watts if power and device else None,
+                mj if counter and device else None,
+            )
+        )
     return rows
 
 
@@ -59,8 +92,11 @@ def by_owner(facts: list[dict[str, Any]]) -> dict[str, tuple[float, float]]:
     return {k: (seconds[k] / HOUR, joules[k] / 3.6e6) for k in seconds}
 
 
-@pytest.mark.parametrize("power,counter", [(True, True), (True, False), (False, True)],
-                         ids=["counter-and-power", "power-only", "counter-only"])
+@pytest.mark.parametrize(
+    "power,counter",
+    [(True, True), (True, False), (False, True)],
+    ids=["counter-and-power", "power-only", "counter-only"],
+)
 def test_an_owner_at_400_watts_burns_0_4_kwh_per_allocated_gpu_hour(power: bool, counter: bool) -> None:
     pod = alloc(device_ids=["GPU-0"], start_time=T0 + timedelta(seconds=610), end_time=T0 + timedelta(seconds=3010))
     facts = compute_range("c", "n1", t0, t0 + HOUR, 60, gpu(power=power, counter=counter), [pod])
@@ -90,13 +126,19 @@ def test_a_counter_reset_makes_no_negative_or_doubled_energy(power: bool) -> Non
 @pytest.mark.parametrize("device_on_instances", [False, True], ids=["parent-series", "repeated-on-instances"])
 def test_time_sliced_replicas_and_mig_instances_take_the_gpu_energy_by_their_share(device_on_instances: bool) -> None:
     sliced = [alloc(job_id=f"ns/r{k}", device_ids=[f"GPU-0::{k}"]) for k in range(3)]  # 3 of 4 replicas held
-    mig = [alloc(job_id="ns/m3", device_ids=["MIG-GPU-1/3"], gpus=[{"kind": "mig", "count": 1, "profile": "3g.40gb"}]),
-           alloc(job_id="ns/m4", device_ids=["MIG-GPU-1/4"], gpus=[{"kind": "mig", "count": 1, "profile": "2g.20gb"}])]
+    mig = [
+        alloc(job_id="ns/m3", device_ids=["MIG-GPU-1/3"], gpus=[{"kind": "mig", "count": 1, "profile": "3g.40gb"}]),
+        alloc(job_id="ns/m4", device_ids=["MIG-GPU-1/4"], gpus=[{"kind": "mig", "count": 1, "profile": "2g.20gb"}]),
+    ]
     # the exporter gives a MIG GPU's power and energy on a parent series, or repeats them on every
     # instance: either way the GPU's energy is counted once
     parent = [] if device_on_instances else gpu("GPU-1", util=None)
-    rows = [*gpu("GPU-0"), *parent, *gpu("GPU-1", mig=3, profile="3g.40gb", device_on_instances=device_on_instances),
-            *gpu("GPU-1", mig=4, profile="2g.20gb", device_on_instances=device_on_instances)]
+    rows = [
+        *gpu("GPU-0"),
+        *parent,
+        *gpu("GPU-1", mig=3, profile="3g.40gb", device_on_instances=device_on_instances),
+        *gpu("GPU-1", mig=4, profile="2g.20gb", device_on_instances=device_on_instances),
+    ]
     facts = compute_range("c", "n1", t0, t0 + 600, 60, rows, [*sliced, *mig])
     owners = by_owner(facts)
     for job in ("ns/r0", "ns/r1", "ns/r2", "ns/m3", "ns/m4"):
@@ -121,10 +163,31 @@ def test_missing_scrapes_beyond_the_hold_limit_leave_energy_unobserved_not_inven
 def test_a_window_has_the_same_energy_whatever_range_computes_it() -> None:
     pod = alloc(device_ids=["GPU-0"], start_time=T0 + timedelta(seconds=95))
     # a varying draw: the counter and the power reading disagree between scrapes, as they do
-    rows = [SampleRow(r.time, r.uuid, None, 0, H100, "", 0.5, 0, "", "", "", 30.0,
-                      300.0 + (int(r.time) % 7) * 20, 1e6 * (r.time - t0 + 60) ** 1.5) for r in gpu()]
+    rows = [
+        SampleRow(
+            r.time,
+            r.uuid,
+            None,
+            0,
+            H100,
+            "",
+            0.5,
+            0,
+            "",
+            "",
+            "",
+            30.0,
+            300.0 + (int(r.time) % 7) * 20,
+            1e6 * (r.time - t0 + 60) ** 1.5,
+        )
+        for r in gpu()
+    ]
     whole = compute_range("c", "n1", t0, t0 + 1800, 60, rows, [pod])
-    parts = [f for lo, hi in ((t0, t0 + 600), (t0 + 600, t0 + 1800))
-             for f in compute_range("c", "n1", lo, hi, 60, [r for r in rows if lo - 900 <= r.time < hi], [pod])]
+    parts = [
+        f
+        for lo, hi in ((t0, t0 + 600), (t0 + 600, t0 + 1800))
+        for f in compute_range("c", "n1", lo, hi, 60, [r for r in rows if lo - 900 <= r.time < hi], [pod])
+    ]
     assert {f["fact_id"]: f["energy_joules"] for f in whole} == pytest.approx(
-        {f["fact_id"]: f["energy_joules"] for f in parts}, rel=1e-12)
+        {f["fact_id"]: f["energy_joules"] for f in parts}, rel=1e-12
+    )

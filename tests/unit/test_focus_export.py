@@ -23,25 +23,62 @@ CFG = FocusConfig()
 
 def line(**over: Any) -> dict[str, Any]:
     base: dict[str, Any] = {
-        "cluster": "c1", "currency": "USD", "term": "compute", "business_unit": "research", "team": "llm",
-        "model": "gpt-x", "gpu_model": "H100", "price_from": datetime(2026, 3, 15, 12), "unit_price": Decimal("2.10"),
-        "pricing_unit": "GPU-Hours", "quantity": 24.5, "consumed_quantity": 24.5, "consumed_unit": "GPU-Hours",
-        "basis": "direct", "exact_cost": Decimal("51.45"), "cost": Decimal("51.45"), "gpu_hours": 24.5,
-        "busy_gpu_hours": 19.6, "idle_gpu_hours": 4.9, "failure_waste_gpu_hours": 0.0}
+        "cluster": "c1",
+        "currency": "USD",
+        "term": "compute",
+        "business_unit": "research",
+        "team": "llm",
+        "model": "gpt-x",
+        "gpu_model": "H100",
+        "price_from": datetime(2026, 3, 15, 12),
+        "unit_price": Decimal("2.10"),
+        "pricing_unit": "GPU-Hours",
+        "quantity": 24.5,
+        "consumed_quantity": 24.5,
+        "consumed_unit": "GPU-Hours",
+        "basis": "direct",
+        "exact_cost": Decimal("51.45"),
+        "cost": Decimal("51.45"),
+        "gpu_hours": 24.5,
+        "busy_gpu_hours": 19.6,
+        "idle_gpu_hours": 4.9,
+        "failure_waste_gpu_hours": 0.0,
+    }
     base.update(over)
     return base
 
 
 def network(**over: Any) -> dict[str, Any]:
-    return line(term="network", gpu_model="", unit_price=Decimal("3100"), pricing_unit="Months",
-                quantity=0.0175, consumed_quantity=18.0, basis="gpu_hours", cost=Decimal("54.25"),
-                gpu_hours=0.0, busy_gpu_hours=0.0, idle_gpu_hours=0.0, **over)
+    return line(
+        term="network",
+        gpu_model="",
+        unit_price=Decimal("3100"),
+        pricing_unit="Months",
+        quantity=0.0175,
+        consumed_quantity=18.0,
+        basis="gpu_hours",
+        cost=Decimal("54.25"),
+        gpu_hours=0.0,
+        busy_gpu_hours=0.0,
+        idle_gpu_hours=0.0,
+        **over,
+    )
 
 
 def test_the_21_mandatory_columns_of_focus_1_2() -> None:
     assert len(MANDATORY) == 21
-    assert {"BilledCost", "EffectiveCost", "ListCost", "ContractedCost", "PricingQuantity", "PricingUnit",
-            "ChargeClass", "InvoiceIssuerName", "PublisherName", "ProviderName"} <= set(MANDATORY)
+    assert {
+        "BilledCost",
+        "EffectiveCost",
+        "ListCost",
+        "ContractedCost",
+        "PricingQuantity",
+        "PricingUnit",
+        "ChargeClass",
+        "InvoiceIssuerName",
+        "PublisherName",
+        "ProviderName",
+    } <= set(MANDATORY)
     assert BY_NAME["ChargeClass"].nullable and not BY_NAME["BilledCost"].nullable
     assert all(c in HEADER for c in MANDATORY) and not check_header(HEADER)
 
@@ -58,9 +95,14 @@ def test_gpu_usage_row() -> None:
     assert row["ResourceId"] == "c1/gpu-pool/H100" and row["ResourceType"] == "GPU Pool"
     assert row["SubAccountId"] == row["SubAccountName"] == "research"
     assert row["CommitmentDiscountId"] is None and row["CapacityReservationId"] is None
-    assert json.loads(row["Tags"]) == {"gpuledger/cluster": "c1", "gpuledger/business_unit": "research",
-                                       "gpuledger/team": "llm", "gpuledger/model": "gpt-x",
-                                       "gpuledger/gpu_model": "H100", "gpuledger/cost_term": "compute"}
+    assert json.loads(row["Tags"]) == {
+        "gpuledger/cluster": "c1",
+        "gpuledger/business_unit": "research",
+        "gpuledger/team": "llm",
+        "gpuledger/model": "gpt-x",
+        "gpuledger/gpu_model": "H100",
+        "gpuledger/cost_term": "compute",
+    }
     assert (row["x_GpuHours"], row["x_BusyGpuHours"], row["x_IdleShare"]) == ("24.500000", "19.600000", "0.200000")
     assert all(k in BY_NAME or k.startswith("x_") for k in row)
 
@@ -94,33 +136,38 @@ def test_no_invoice_carries_the_charges_so_invoice_id_is_null() -> None:
     """FOCUS 1.2 InvoiceId: null when no invoice (issued or provisional) carries the charge. The
     chargeback is internal: gpuledger issues no invoice document, so every row has a null InvoiceId
     (the column stays, as the spec recommends) and the invoice issuer is still named."""
-    rows = [focus_row(line(), "USD", PERIOD, CFG), focus_row(network(), "USD", PERIOD, CFG),
-            focus_row(line(term="idle", business_unit=PLATFORM, team="", model="", basis="platform"), "USD",
-                      PERIOD, CFG)]
+    rows = [
+        focus_row(line(), "USD", PERIOD, CFG),
+        focus_row(network(), "USD", PERIOD, CFG),
+        focus_row(line(term="idle", business_unit=PLATFORM, team="", model="", basis="platform"), "USD", PERIOD, CFG),
+    ]
     assert all(r["InvoiceId"] is None and r["InvoiceIssuerName"] == CFG.invoice_issuer_name for r in rows)
     assert "InvoiceId" in HEADER and not check_rows(HEADER, rows)
 
 
-@pytest.mark.parametrize(("change", "problem"), [
-    ({"BilledCost": None}, "BilledCost must not be null"),
-    ({"ChargeCategory": "Refund"}, "ChargeCategory"),
-    ({"ChargeClass": "Fix"}, "ChargeClass"),
-    ({"ChargePeriodStart": "2026-03-01 00:00:00"}, "is not YYYY-MM-DDTHH:mm:ssZ"),
-    ({"BillingPeriodEnd": "2026-03-01T00:00:00+00:00"}, "is not YYYY-MM-DDTHH:mm:ssZ"),
-    ({"ServiceCategory": "GPU"}, "ServiceCategory"),
-    ({"ServiceSubcategory": "Support"}, "not a subcategory"),
-    ({"PricingQuantity": None}, "PricingQuantity must not be null on a usage charge"),
-    ({"SkuPriceId": None}, "SkuPriceId must not be null on a usage charge"),
-    ({"ListCost": "99.00"}, "does not match ListCost"),
-    ({"Tags": '{"team": "llm"}'}, "prefix"),
-    ({"Tags": '{"gpuledger/x": {"nested": 1}}'}, "flat JSON object"),
-    ({"RegionId": "eu-1"}, "RegionId and RegionName"),
-    ({"CommitmentDiscountType": "Reserved"}, "without CommitmentDiscountId"),
-    ({"BillingCurrency": "usd"}, "ISO 4217"),
-    ({"ContractedUnitPrice": "-2.1", "ContractedCost": "-51.45"}, "must not be negative"),
-    ({"ChargePeriodEnd": "2026-02-01T00:00:00Z"}, "must be before"),
-    ({"InvoiceId": "c1-2026-03-research"}, "InvoiceId must be null"),
-])
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        ({"BilledCost": None}, "BilledCost must not be null"),
+        ({"ChargeCategory": "Refund"}, "ChargeCategory"),
+        ({"ChargeClass": "Fix"}, "ChargeClass"),
+        ({"ChargePeriodStart": "2026-03-01 00:00:00"}, "is not YYYY-MM-DDTHH:mm:ssZ"),
+        ({"BillingPeriodEnd": "2026-03-01T00:00:00+00:00"}, "is not YYYY-MM-DDTHH:mm:ssZ"),
+        ({"ServiceCategory": "GPU"}, "ServiceCategory"),
+        ({"ServiceSubcategory": "Support"}, "not a subcategory"),
+        ({"PricingQuantity": None}, "PricingQuantity must not be null on a usage charge"),
+        ({"SkuPriceId": None}, "SkuPriceId must not be null on a usage charge"),
+        ({"ListCost": "99.00"}, "does not match ListCost"),
+        ({"Tags": '{"team": "llm"}'}, "prefix"),
+        ({"Tags": '{"gpuledger/x": {"nested": 1}}'}, "flat JSON object"),
+        ({"RegionId": "eu-1"}, "RegionId and RegionName"),
+        ({"CommitmentDiscountType": "Reserved"}, "without CommitmentDiscountId"),
+        ({"BillingCurrency": "usd"}, "ISO 4217"),
+        ({"ContractedUnitPrice": "-2.1", "ContractedCost": "-51.45"}, "must not be negative"),
+        ({"ChargePeriodEnd": "2026-02-01T00:00:00Z"}, "must be before"),
+        ({"InvoiceId": "c1-2026-03-research"}, "InvoiceId must be null"),
+    ],
+)
 def test_rules_catch_each_violation(change: dict[str, Any], problem: str) -> None:
     row = {**focus_row(line(), "USD", PERIOD, CFG), **change}
     problems = check_row(7, row)
@@ -140,14 +187,25 @@ def test_time_and_decimal_formatting() -> None:
 
 @pytest.mark.parametrize("fmt", ["csv", "parquet"])
 def test_files_per_business_unit_hold_only_their_rows(tmp_path: Path, fmt: str) -> None:
-    lines = [line(), network(), line(business_unit="product", team="search", cost=Decimal("10.00"),
-                                      quantity=4.7619047619, exact_cost=Decimal("10.00")),
-             line(term="idle", business_unit=PLATFORM, team="", model="", basis="platform", cost=Decimal("7.35"),
-                  quantity=3.5)]
+    lines = [
+        line(),
+        network(),
+        line(
+            business_unit="product",
+            team="search",
+            cost=Decimal("10.00"),
+            quantity=4.7619047619,
+            exact_cost=Decimal("10.00"),
+        ),
+        line(
+            term="idle", business_unit=PLATFORM, team="", model="", basis="platform", cost=Decimal("7.35"), quantity=3.5
+        ),
+    ]
     cb = Chargeback("2026-03", *PERIOD, lines, {"c1": "USD"}, "test")
     paths = write_files(cb, tmp_path, fmt, CFG, None, ["finance", "research"])  # type: ignore[arg-type]
     assert sorted(p.name for p in paths) == sorted(
-        f"focus-chargeback-2026-03{s}.{fmt}" for s in ("", "-finance", "-product", "-research"))
+        f"focus-chargeback-2026-03{s}.{fmt}" for s in ("", "-finance", "-product", "-research")
+    )
     header, rows = read(tmp_path / f"focus-chargeback-2026-03.{fmt}")
     assert list(header) == list(HEADER) and not check_rows(header, rows)
     assert sum(Decimal(r["BilledCost"]) for r in rows) == Decimal("123.05")  # 51.45 + 54.25 + 10.00 + 7.35

@@ -14,9 +14,15 @@ from infra.kafka import broker
 from infra.kafka.broker import _scram_credential, render_config
 from pipelines.settings import Settings
 
-SCRAM = dict(kafka_security_protocol="SASL_PLAINTEXT", kafka_sasl_mechanism="SCRAM-SHA-512",
-             kafka_sasl_username="gpuledger", kafka_sasl_password="s3cret", kafka_port=19092,
-             kafka_controller_port=19093, kafka_internal_port=19094)
+SCRAM = dict(
+    kafka_security_protocol="SASL_PLAINTEXT",
+    kafka_sasl_mechanism="SCRAM-SHA-512",
+    kafka_sasl_username="gpuledger",
+    kafka_sasl_password="s3cret",
+    kafka_port=19092,
+    kafka_controller_port=19093,
+    kafka_internal_port=19094,
+)
 
 
 def _properties(settings: Settings) -> dict[str, str]:
@@ -26,8 +32,16 @@ def _properties(settings: Settings) -> dict[str, str]:
 
 def test_the_default_broker_serves_plaintext_as_before(tmp_path: Path) -> None:
     props = _properties(Settings(home=tmp_path, kafka_port=19092, kafka_controller_port=19093))
-    assert {k: props[k] for k in ("listeners", "advertised.listeners", "inter.broker.listener.name",
-                                  "listener.security.protocol.map", "controller.listener.names")} == {
+    assert {
+        k: props[k]
+        for k in (
+            "listeners",
+            "advertised.listeners",
+            "inter.broker.listener.name",
+            "listener.security.protocol.map",
+            "controller.listener.names",
+        )
+    } == {
         "listeners": "PLAINTEXT://127.0.0.1:19092,CONTROLLER://127.0.0.1:19093",
         "advertised.listeners": "PLAINTEXT://127.0.0.1:19092",
         "inter.broker.listener.name": "PLAINTEXT",
@@ -39,8 +53,9 @@ def test_the_default_broker_serves_plaintext_as_before(tmp_path: Path) -> None:
 
 def test_the_scram_broker_authenticates_clients_and_talks_to_itself_on_loopback(tmp_path: Path) -> None:
     props = _properties(Settings(home=tmp_path, **SCRAM))  # type: ignore[arg-type]
-    assert props["listeners"] == ("SASL_PLAINTEXT://127.0.0.1:19092,INTERNAL://127.0.0.1:19094,"
-                                  "CONTROLLER://127.0.0.1:19093")
+    assert props["listeners"] == (
+        "SASL_PLAINTEXT://127.0.0.1:19092,INTERNAL://127.0.0.1:19094,CONTROLLER://127.0.0.1:19093"
+    )
     assert props["advertised.listeners"] == "SASL_PLAINTEXT://127.0.0.1:19092,INTERNAL://127.0.0.1:19094"
     assert props["inter.broker.listener.name"] == "INTERNAL"
     assert props["listener.name.sasl_plaintext.sasl.enabled.mechanisms"] == "SCRAM-SHA-512"
@@ -48,19 +63,25 @@ def test_the_scram_broker_authenticates_clients_and_talks_to_itself_on_loopback(
     assert "s3cret" not in render_config(Settings(home=tmp_path, **SCRAM)).read_text()  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize(("password", "argument"), [
-    ("s3cret", ["--add-scram", "SCRAM-SHA-512=[name=gpuledger,password=s3cret]"]),
-    ("with,comma]", []),  # StorageTool cannot carry it: set at start through the loopback listener
-])
+@pytest.mark.parametrize(
+    ("password", "argument"),
+    [
+        ("s3cret", ["--add-scram", "SCRAM-SHA-512=[name=gpuledger,password=s3cret]"]),
+        ("with,comma]", []),  # StorageTool cannot carry it: set at start through the loopback listener
+    ],
+)
 def test_the_configured_user_is_created_with_the_storage(password: str, argument: list[str]) -> None:
     assert _scram_credential(Settings(**{**SCRAM, "kafka_sasl_password": password})) == argument  # type: ignore[arg-type]
     assert _scram_credential(Settings()) == []
 
 
-@pytest.mark.parametrize("settings", [
-    dict(kafka_security_protocol="SSL"),
-    dict(SCRAM, kafka_sasl_mechanism="PLAIN"),
-])
+@pytest.mark.parametrize(
+    "settings",
+    [
+        dict(kafka_security_protocol="SSL"),
+        dict(SCRAM, kafka_sasl_mechanism="PLAIN"),
+    ],
+)
 def test_what_the_local_broker_cannot_serve_is_refused(tmp_path: Path, settings: dict[str, object]) -> None:
     with pytest.raises(ServiceError):
         render_config(Settings(home=tmp_path, **settings))  # type: ignore[arg-type]

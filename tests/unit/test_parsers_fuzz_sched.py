@@ -19,17 +19,24 @@ from pipelines.parsers.base import NotThisFormat, ParseResult
 from pipelines.parsers.hostlist import HostlistError, expand
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
-FILES = sorted(path for folder in ("slurm", "kubernetes", "reference")
-               for path in (FIXTURES / folder).iterdir() if path.is_file())
+FILES = sorted(
+    path for folder in ("slurm", "kubernetes", "reference") for path in (FIXTURES / folder).iterdir() if path.is_file()
+)
 PARSERS: dict[str, Callable[..., ParseResult]] = {
-    "slurm": slurm.parse, "kubernetes": kubernetes.parse, "reference": reference.parse,
-    "org": reference.parse_org, "pricing": reference.parse_pricing,
+    "slurm": slurm.parse,
+    "kubernetes": kubernetes.parse,
+    "reference": reference.parse,
+    "org": reference.parse_org,
+    "pricing": reference.parse_pricing,
 }
-FUZZ = settings(max_examples=120, deadline=None, database=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+FUZZ = settings(
+    max_examples=120,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 JSON = st.recursive(
-    st.none() | st.booleans() | st.integers(-2**63, 2**64 - 1) | st.floats(allow_nan=False)
-    | st.text(max_size=20),
+    st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.floats(allow_nan=False) | st.text(max_size=20),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=4),
     max_leaves=12,
 )
@@ -87,8 +94,9 @@ def _mutate(doc: Any, data: st.DataObject) -> Any:
     """Replace one randomly chosen nested value with random JSON."""
     node = doc
     for _ in range(data.draw(st.integers(1, 6))):
-        children = list(node.items()) if isinstance(node, dict) else list(enumerate(node)) \
-            if isinstance(node, list) else []
+        children = (
+            list(node.items()) if isinstance(node, dict) else list(enumerate(node)) if isinstance(node, list) else []
+        )
         if not children:
             break
         key, child = data.draw(st.sampled_from(children))
@@ -134,15 +142,21 @@ def test_hostlist_garbage_raises_only_hostlist_error(text: str) -> None:
 
 
 @FUZZ
-@given(parts=st.lists(st.tuples(st.sampled_from(["gpu", "n", "rack-", "x"]),
-                                st.lists(st.tuples(st.integers(0, 30), st.integers(0, 5)),
-                                         min_size=1, max_size=3)),
-                      min_size=1, max_size=3))
+@given(
+    parts=st.lists(
+        st.tuples(
+            st.sampled_from(["gpu", "n", "rack-", "x"]),
+            st.lists(st.tuples(st.integers(0, 30), st.integers(0, 5)), min_size=1, max_size=3),
+        ),
+        min_size=1,
+        max_size=3,
+    )
+)
 def test_hostlist_expansion_matches_the_ranges(parts: list[tuple[str, list[tuple[int, int]]]]) -> None:
-    text = ",".join(prefix + "[" + ",".join(f"{lo:03d}-{lo + span:03d}" for lo, span in ranges) + "]"
-                    for prefix, ranges in parts)
-    expected = [f"{prefix}{n:03d}" for prefix, ranges in parts for lo, span in ranges
-                for n in range(lo, lo + span + 1)]
+    text = ",".join(
+        prefix + "[" + ",".join(f"{lo:03d}-{lo + span:03d}" for lo, span in ranges) + "]" for prefix, ranges in parts
+    )
+    expected = [f"{prefix}{n:03d}" for prefix, ranges in parts for lo, span in ranges for n in range(lo, lo + span + 1)]
     assert expand(text) == expected
 
 

@@ -33,13 +33,21 @@ from tests.unit.test_collectors_kubernetes import NOW, FakeApiServer, Response, 
 GPU = "nvidia.com/gpu"
 NS = "llm-train"
 A_RUNNING = pod("train-a", rv="90", created="2026-03-02T08:00:00Z", started="2026-03-02T08:01:00Z", node="gpu001")
-A_DONE = pod("train-a", rv="130", created="2026-03-02T08:00:00Z", started="2026-03-02T08:01:00Z", node="gpu001",
-             finished="2026-03-02T08:30:00Z")
+A_DONE = pod(
+    "train-a",
+    rv="130",
+    created="2026-03-02T08:00:00Z",
+    started="2026-03-02T08:01:00Z",
+    node="gpu001",
+    finished="2026-03-02T08:30:00Z",
+)
 B_RUNNING = pod("train-b", rv="120", created="2026-03-02T08:02:00Z", started="2026-03-02T08:03:00Z", node="gpu001")
-C_RUNNING = pod("train-c", rv="125", created="2026-03-02T08:04:00Z", started="2026-03-02T08:05:00Z", node="gpu001",
-                gpus=1)
-MIG_RUNNING = copy.deepcopy(pod("infer-m", rv="95", created="2026-03-02T07:00:00Z", started="2026-03-02T07:00:10Z",
-                                node="gpu001"))
+C_RUNNING = pod(
+    "train-c", rv="125", created="2026-03-02T08:04:00Z", started="2026-03-02T08:05:00Z", node="gpu001", gpus=1
+)
+MIG_RUNNING = copy.deepcopy(
+    pod("infer-m", rv="95", created="2026-03-02T07:00:00Z", started="2026-03-02T07:00:10Z", node="gpu001")
+)
 for _where in ("limits", "requests"):
     _res = MIG_RUNNING["spec"]["containers"][0]["resources"][_where]
     del _res[GPU]
@@ -74,8 +82,15 @@ def fake_api(script: list[Response]) -> tuple[FakeApiServer, Any]:
 
 
 def watcher(api: Any, sock: Path, **options: Any) -> PodWatcher:
-    return PodWatcher(api, cluster="c1", watch_timeout_s=5, clock=lambda: NOW.timestamp(), node_name="gpu001",
-                      pod_resources_socket=sock, **options)
+    return PodWatcher(
+        api,
+        cluster="c1",
+        watch_timeout_s=5,
+        clock=lambda: NOW.timestamp(),
+        node_name="gpu001",
+        pod_resources_socket=sock,
+        **options,
+    )
 
 
 # ------------------------------------------------------------------------------------------
@@ -87,7 +102,8 @@ def test_committed_stubs_are_what_grpcio_tools_generates_from_the_proto(tmp_path
     for path in written:
         committed = generate.HERE / path.name
         assert committed.read_text() == path.read_text(), (
-            f"{committed.name} is stale: run python -m pipelines.collectors.podresources.generate")
+            f"{committed.name} is stale: run python -m pipelines.collectors.podresources.generate"
+        )
 
 
 def test_the_stubs_speak_the_kubelets_method_names() -> None:
@@ -116,14 +132,18 @@ def cli() -> Callable[..., Any]:
     return lambda *args: runner.invoke(app, ["collect", "kubernetes", *args], env={"COLUMNS": "200"})
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["--pod-resources", "dump.json", "--pod-resources-socket", "/run/k.sock", "--node-name", "n1"], "not both"),
-    (["--pod-resources-socket", "/var/lib/kubelet/pod-resources/kubelet.sock"], "needs --node-name"),
-    (["--node-name", "", "--pod-resources-socket", "/run/k.sock"], "is not a node name"),
-    (["--node-name", "$(NODE_NAME)", "--pod-resources-socket", "/run/k.sock"], "is NODE_NAME set"),
-])
-def test_kubernetes_device_flags_are_checked_before_any_connection(cli: Callable[..., Any], args: list[str],
-                                                                   message: str) -> None:
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--pod-resources", "dump.json", "--pod-resources-socket", "/run/k.sock", "--node-name", "n1"], "not both"),
+        (["--pod-resources-socket", "/var/lib/kubelet/pod-resources/kubelet.sock"], "needs --node-name"),
+        (["--node-name", "", "--pod-resources-socket", "/run/k.sock"], "is not a node name"),
+        (["--node-name", "$(NODE_NAME)", "--pod-resources-socket", "/run/k.sock"], "is NODE_NAME set"),
+    ],
+)
+def test_kubernetes_device_flags_are_checked_before_any_connection(
+    cli: Callable[..., Any], args: list[str], message: str
+) -> None:
     result = cli(*args, "--kubeconfig", "/nonexistent/kubeconfig", "--dry-run")
     assert isinstance(result.exception, UsageFailure), result.output
     assert message in str(result.exception) and "\n" not in str(result.exception)
@@ -145,20 +165,32 @@ def test_the_collector_refuses_a_file_and_a_socket_together() -> None:
 K = {("ns", "a", "main"): ["GPU-a"], ("ns", "a", "side"): ["GPU-s"], ("ns", "b", "main"): ["GPU-b"]}
 
 
-@pytest.mark.parametrize(("answer", "keep", "want"), [
-    # the answer names a: a gets exactly what it names now (its dropped container goes); b is followed
-    ({("ns", "a", "main"): ["GPU-a2"]}, {("ns", "a"), ("ns", "b")},
-     {("ns", "a", "main"): ["GPU-a2"], ("ns", "b", "main"): ["GPU-b"]}),
-    # the kubelet forgot b, the collector still follows it: b keeps its ids
-    ({}, {("ns", "b")}, {("ns", "b", "main"): ["GPU-b"]}),
-    # forgotten by both: gone
-    ({("ns", "c", "main"): ["GPU-c"]}, set(), {("ns", "c", "main"): ["GPU-c"]}),
-    # a pod of the same name in another namespace is another pod
-    ({("other", "a", "main"): ["GPU-x"]}, {("ns", "a")},
-     {("ns", "a", "main"): ["GPU-a"], ("ns", "a", "side"): ["GPU-s"], ("other", "a", "main"): ["GPU-x"]}),
-])
-def test_merge_pod_resources(answer: dict[tuple[str, str, str], list[str]], keep: set[tuple[str, str]],
-                             want: dict[tuple[str, str, str], list[str]]) -> None:
+@pytest.mark.parametrize(
+    ("answer", "keep", "want"),
+    [
+        # the answer names a: a gets exactly what it names now (its dropped container goes); b is followed
+        (
+            {("ns", "a", "main"): ["GPU-a2"]},
+            {("ns", "a"), ("ns", "b")},
+            {("ns", "a", "main"): ["GPU-a2"], ("ns", "b", "main"): ["GPU-b"]},
+        ),
+        # the kubelet forgot b, the collector still follows it: b keeps its ids
+        ({}, {("ns", "b")}, {("ns", "b", "main"): ["GPU-b"]}),
+        # forgotten by both: gone
+        ({("ns", "c", "main"): ["GPU-c"]}, set(), {("ns", "c", "main"): ["GPU-c"]}),
+        # a pod of the same name in another namespace is another pod
+        (
+            {("other", "a", "main"): ["GPU-x"]},
+            {("ns", "a")},
+            {("ns", "a", "main"): ["GPU-a"], ("ns", "a", "side"): ["GPU-s"], ("other", "a", "main"): ["GPU-x"]},
+        ),
+    ],
+)
+def test_merge_pod_resources(
+    answer: dict[tuple[str, str, str], list[str]],
+    keep: set[tuple[str, str]],
+    want: dict[tuple[str, str, str], list[str]],
+) -> None:
     before = copy.deepcopy(K)
     assert merge_pod_resources(K, answer, keep) == want
     assert before == K  # pure: the known map is not changed
@@ -170,18 +202,22 @@ def test_merge_pod_resources(answer: dict[tuple[str, str, str], list[str]], keep
 def test_device_ids_from_the_socket_reach_running_and_ended_events(sockets: Path) -> None:
     sock = sockets / "kubelet.sock"
     kubelet = FakeKubelet(
-        {(NS, "train-a"): {"main": [(GPU, A_IDS), NIC]}, (NS, "infer-m"): {"main": [("nvidia.com/mig-1g.10gb",
-                                                                                      MIG_IDS)]},
-         ("kube-system", "dns"): {"dns": []}},
+        {
+            (NS, "train-a"): {"main": [(GPU, A_IDS), NIC]},
+            (NS, "infer-m"): {"main": [("nvidia.com/mig-1g.10gb", MIG_IDS)]},
+            ("kube-system", "dns"): {"dns": []},
+        },
         # the next poll: train-a has finished and the kubelet has forgotten it; train-c is not admitted yet
         {(NS, "infer-m"): {"main": [("nvidia.com/mig-1g.10gb", MIG_IDS)]}},
         # asked again when train-c arrives placed and unnamed
         {(NS, "infer-m"): {"main": [("nvidia.com/mig-1g.10gb", MIG_IDS)]}, (NS, "train-c"): {"main": [(GPU, C_IDS)]}},
     )
-    server, api = fake_api([
-        ("list", pod_list("100", A_RUNNING, MIG_RUNNING)),
-        ("watch", [{"type": "ADDED", "object": C_RUNNING}, {"type": "MODIFIED", "object": A_DONE}]),
-    ])
+    server, api = fake_api(
+        [
+            ("list", pod_list("100", A_RUNNING, MIG_RUNNING)),
+            ("watch", [{"type": "ADDED", "object": C_RUNNING}, {"type": "MODIFIED", "object": A_DONE}]),
+        ]
+    )
     collector = watcher(api, sock)
     try:
         with serving(kubelet, sock):
@@ -218,8 +254,15 @@ def test_a_missing_socket_is_one_line_and_the_follow_loop_recovers_when_it_appea
 
     starting: list[Any] = []
     try:
-        stats = run(collector, collect_into(result), follow=True, interval_s=0.01, max_failures=5,
-                    on_failure=on_failure, max_polls=1)
+        stats = run(
+            collector,
+            collect_into(result),
+            follow=True,
+            interval_s=0.01,
+            max_failures=5,
+            on_failure=on_failure,
+            max_polls=1,
+        )
     finally:
         for ctx in starting:
             ctx.__exit__(None, None, None)
@@ -240,14 +283,19 @@ def test_a_refused_read_mid_watch_resumes_at_the_event_that_needed_it(sockets: P
         {(NS, "train-a"): {"main": [(GPU, A_IDS)]}},
         {(NS, "train-a"): {"main": [(GPU, A_IDS)]}, (NS, "train-b"): {"main": [(GPU, B_IDS)]}},
         grpc.StatusCode.RESOURCE_EXHAUSTED,  # the kubelet's rate limit, when train-c needs its ids
-        {(NS, "train-a"): {"main": [(GPU, A_IDS)]}, (NS, "train-b"): {"main": [(GPU, B_IDS)]},
-         (NS, "train-c"): {"main": [(GPU, C_IDS)]}},
+        {
+            (NS, "train-a"): {"main": [(GPU, A_IDS)]},
+            (NS, "train-b"): {"main": [(GPU, B_IDS)]},
+            (NS, "train-c"): {"main": [(GPU, C_IDS)]},
+        },
     )
-    server, api = fake_api([
-        ("list", pod_list("100", A_RUNNING)),
-        ("watch", [{"type": "ADDED", "object": B_RUNNING}, {"type": "ADDED", "object": C_RUNNING}]),
-        ("watch", [{"type": "ADDED", "object": C_RUNNING}]),
-    ])
+    server, api = fake_api(
+        [
+            ("list", pod_list("100", A_RUNNING)),
+            ("watch", [{"type": "ADDED", "object": B_RUNNING}, {"type": "ADDED", "object": C_RUNNING}]),
+            ("watch", [{"type": "ADDED", "object": C_RUNNING}]),
+        ]
+    )
     collector = watcher(api, sock)
     try:
         with serving(kubelet, sock):

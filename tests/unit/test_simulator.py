@@ -24,8 +24,10 @@ from pipelines.simulator.truth import observed
 
 EPS = 1e-6
 SOURCES = {"org", "pricing", "kubernetes", "slurm", "dcgm", "storage", "nccl", "outputs"}
-REASONS = {"kubernetes": {"oom", "app_error", "preempted", "timeout", "node_failure"},
-           "slurm": {"oom", "app_error", "preempted", "timeout", "cancelled", "node_failure"}}
+REASONS = {
+    "kubernetes": {"oom", "app_error", "preempted", "timeout", "node_failure"},
+    "slurm": {"oom", "app_error", "preempted", "timeout", "cancelled", "node_failure"},
+}
 
 
 @pytest.fixture(scope="module")
@@ -94,8 +96,10 @@ def test_capacity_is_conserved_per_gpu_and_totals_add_up(wide: SimulationResult)
     assert truth["unavailable_gpu_seconds"] > 0  # a fatal XID outlived the job it killed
 
 
-@pytest.mark.parametrize("group", ["team", "business_unit", "model", "failure_reason", "gpu_model", "node",
-                                   "cluster", "job", "namespace", "account"])
+@pytest.mark.parametrize(
+    "group",
+    ["team", "business_unit", "model", "failure_reason", "gpu_model", "node", "cluster", "job", "namespace", "account"],
+)
 def test_busy_failed_lost_unobserved_are_bounded_per_group(wide: SimulationResult, group: str) -> None:
     for key, row in rows(wide.truth, group).items():
         alloc = row["allocated_gpu_seconds"]
@@ -187,17 +191,28 @@ def parser_for(entry: dict[str, Any]) -> Any:
 
     if entry.get("format") == "checkpoint":
         return checkpoint
-    return {"org": reference, "pricing": reference, "kubernetes": kubernetes, "slurm": slurm, "dcgm": dcgm,
-            "storage": storage, "nccl": nccl, "outputs": outputs}[entry["source"]]
+    return {
+        "org": reference,
+        "pricing": reference,
+        "kubernetes": kubernetes,
+        "slurm": slurm,
+        "dcgm": dcgm,
+        "storage": storage,
+        "nccl": nccl,
+        "outputs": outputs,
+    }[entry["source"]]
 
 
 def test_every_file_parses_with_exactly_the_stated_dead_letters(small: SimulationResult) -> None:
     for entry in small.manifest["files"]:
-        result = parser_for(entry).parse(small.path(entry["path"]).read_bytes(), cluster=small.truth["cluster"],
-                                         origin=entry["path"])
+        result = parser_for(entry).parse(
+            small.path(entry["path"]).read_bytes(), cluster=small.truth["cluster"], origin=entry["path"]
+        )
         assert result.events or entry["path"] == "slurm/squeue.json", entry["path"]  # squeue may be empty
         assert len(result.dead_letters) == small.truth["malformed_records"][entry["path"]], (
-            entry["path"], [d.reason for d in result.dead_letters])
+            entry["path"],
+            [d.reason for d in result.dead_letters],
+        )
 
 
 def latest_placements(result: SimulationResult) -> dict[tuple[str, int], list[Any]]:
@@ -205,13 +220,21 @@ def latest_placements(result: SimulationResult) -> dict[tuple[str, int], list[An
 
     order = {"allocation.pending": 0, "allocation.running": 1, "allocation.ended": 2}
     latest: dict[tuple[str, int, str], Any] = {}
-    for rel, parser in (("kubernetes/pods.watch.jsonl", kubernetes), ("slurm/sacct.json", slurm),
-                        ("slurm/squeue.json", slurm)):
+    for rel, parser in (
+        ("kubernetes/pods.watch.jsonl", kubernetes),
+        ("slurm/sacct.json", slurm),
+        ("slurm/squeue.json", slurm),
+    ):
         for event in parser.parse(result.path(rel).read_bytes(), cluster=result.truth["cluster"]).events:
             d = event.data
             key = (d.job_id, d.attempt, d.node)
-            if d.node and d.state != "pending" and (key not in latest or (order[event.type], event.time) >= (
-                    order[latest[key].type], latest[key].time)):
+            if (
+                d.node
+                and d.state != "pending"
+                and (
+                    key not in latest or (order[event.type], event.time) >= (order[latest[key].type], latest[key].time)
+                )
+            ):
                 latest[key] = event
     out: dict[tuple[str, int], list[Any]] = defaultdict(list)
     for (job, attempt, _), event in latest.items():
@@ -278,8 +301,11 @@ def device_keys(d: Any, index: dict[tuple[str, int | None], str]) -> list[tuple[
 def test_slurm_json_shapes(wide: SimulationResult) -> None:
     from pipelines.parsers.hostlist import expand
 
-    jobs = [j for j in load(wide, "slurm/sacct.json")["jobs"] if isinstance(j.get("job_id"), int) and
-            isinstance(j["time"]["start"], int) and j["job_id"] < 99990]
+    jobs = [
+        j
+        for j in load(wide, "slurm/sacct.json")["jobs"]
+        if isinstance(j.get("job_id"), int) and isinstance(j["time"]["start"], int) and j["job_id"] < 99990
+    ]
     started = [j for j in jobs if j["time"]["start"]]
     for job in started:
         assert isinstance(job["state"]["current"], list)
@@ -327,8 +353,12 @@ def test_dcgm_series_labels_and_xid(small: SimulationResult) -> None:
     for xid in small.truth["xid_intervals"]:
         lo = datetime.fromisoformat(xid["from"].replace("Z", "+00:00")).timestamp()
         hi = datetime.fromisoformat(xid["to"].replace("Z", "+00:00")).timestamp()
-        points = [(t, v) for s in result if s["metric"]["__name__"] == "DCGM_FI_DEV_XID_ERRORS"
-                  and s["metric"]["UUID"] == xid["gpu"] for t, v in s["values"]]
+        points = [
+            (t, v)
+            for s in result
+            if s["metric"]["__name__"] == "DCGM_FI_DEV_XID_ERRORS" and s["metric"]["UUID"] == xid["gpu"]
+            for t, v in s["values"]
+        ]
         assert points and all((v == "79") == (lo <= t < hi) for t, v in points)
 
 
@@ -356,8 +386,13 @@ def test_exporter_serves_the_files_values_as_exposition_text(small: SimulationRe
 
     step = small.truth["scrape_interval_s"]
     sim_time = small.config.start + timedelta(seconds=7 * step + 12)
-    expected = {(s.labels["UUID"], s.labels.get("GPU_I_ID"), s.labels["__name__"]): s.values[int(np.flatnonzero(
-        s.steps == 7)[0])] for s in small.series if 7 in s.steps}
+    expected = {
+        (s.labels["UUID"], s.labels.get("GPU_I_ID"), s.labels["__name__"]): s.values[
+            int(np.flatnonzero(s.steps == 7)[0])
+        ]
+        for s in small.series
+        if 7 in s.steps
+    }
     with serve_exporter(small) as live, serve_exporter(small.out_dir) as from_files:
         for handle in (live, from_files):
             handle.freeze(sim_time)
@@ -370,8 +405,9 @@ def test_exporter_serves_the_files_values_as_exposition_text(small: SimulationRe
             if line.startswith("DCGM_FI"):
                 name, rest = line.split("{", 1)
                 labels = dict(part.split("=", 1) for part in rest.rsplit("}", 1)[0].split(","))
-                served[(labels["UUID"].strip('"'), labels.get("GPU_I_ID", "").strip('"') or None, name)] = (
-                    line.rsplit(" ", 1)[1])
+                served[(labels["UUID"].strip('"'), labels.get("GPU_I_ID", "").strip('"') or None, name)] = line.rsplit(
+                    " ", 1
+                )[1]
         assert served == expected
         assert live.served[-1].sample_time == small.config.start + timedelta(seconds=7 * step)
 
@@ -415,8 +451,11 @@ def test_time_sliced_pods_ask_for_plain_gpus_as_the_gpu_operator_ships_it(wide: 
             forms["shared" if "nvidia.com/gpu.shared" in limits else "plain"].add(pod["metadata"]["uid"])
     assert forms["plain"] and forms["shared"]  # both device-plugin settings occur
     parsed = parse_file(Source.kubernetes, wide.path("kubernetes/pods.watch.jsonl"), "sim")
-    replicas = [e.data for e in parsed.events if isinstance(e, ev.AllocationEvent) and e.data.node
-                and any("::" in d for d in e.data.device_ids)]
+    replicas = [
+        e.data
+        for e in parsed.events
+        if isinstance(e, ev.AllocationEvent) and e.data.node and any("::" in d for d in e.data.device_ids)
+    ]
     assert replicas and all(d.gpu_equivalents == pytest.approx(0.25) for d in replicas)
 
 
@@ -484,7 +523,6 @@ def test_every_planted_cause_comes_out(wide: SimulationResult) -> None:
     assert totals["checkpoint"] > 0
 
 
-
 def test_cost_truth_conserves_the_cluster_cost(wide: SimulationResult) -> None:
     """The models' costs add up to every GPU's seconds at its rate plus the shared costs of the day
     (from 00:00, when the price version starts, to midnight), whoever used them."""
@@ -499,5 +537,6 @@ def test_cost_truth_conserves_the_cluster_cost(wide: SimulationResult) -> None:
     assert per_million and set(per_million) <= set(truth["outputs_by_model"])
     for model, value in per_million.items():
         made = truth["outputs_by_model"][model]
-        assert value == pytest.approx(truth["cost_by_model"][model] / (made["tokens_generated"]
-                                                                       + made["tokens_prompt"]) * 1e6)
+        assert value == pytest.approx(
+            truth["cost_by_model"][model] / (made["tokens_generated"] + made["tokens_prompt"]) * 1e6
+        )

@@ -8,5 +8,9 @@ from dagster_project.defs.capacity import assets, checks, schedules
 
 
 def definitions() -> dg.Definitions:
-    return dg.Definitions(assets=[assets.capacity_plan], asset_checks=[checks.capacity_plan_ratios_in_range],
-                          jobs=schedules.jobs, schedules=schedules.schedules)
+    return dg.Definitions(
+        assets=[assets.capacity_plan],
+        asset_checks=[checks.capacity_plan_ratios_in_range],
+        jobs=schedules.jobs,
+        schedules=schedules.schedules,
+    )

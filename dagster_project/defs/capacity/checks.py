@@ -15,13 +15,19 @@ EPS = 1e-9
 
 
 @dg.asset_check(asset=capacity_plan)
-def capacity_plan_ratios_in_range(context: AssetCheckExecutionContext,
-                                  clickhouse: ClickHouseResource) -> dg.AssetCheckResult:
+def capacity_plan_ratios_in_range(
+    context: AssetCheckExecutionContext, clickhouse: ClickHouseResource
+) -> dg.AssetCheckResult:
     """availability, allocation, success and busy are all within [0, 1]."""
     first, _, _ = month_bounds(context.partition_key)
     with clickhouse.client() as client:
         plan = rows(client, "capacity_plan_month", {"month": first})
-    bad = [r["gpu_model"] for r in plan
-           if any(not (-EPS <= float(r[k]) <= 1 + EPS) for k in ("availability", "allocation", "success", "busy"))]
-    return dg.AssetCheckResult(passed=not bad, metadata={"partition": context.partition_key, "pools": len(plan),
-                                                         "out_of_range": ", ".join(bad)})
+    bad = [
+        r["gpu_model"]
+        for r in plan
+        if any(not (-EPS <= float(r[k]) <= 1 + EPS) for k in ("availability", "allocation", "success", "busy"))
+    ]
+    return dg.AssetCheckResult(
+        passed=not bad,
+        metadata={"partition": context.partition_key, "pools": len(plan), "out_of_range": ", ".join(bad)},
+    )

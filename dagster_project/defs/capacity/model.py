@@ -75,5 +75,20 @@ def plan(pool: PoolMonth, month_hours: float, target: float | None, growth: floa
         goal, source = useful_h * _ratio(month_hours, covered_h) * (1.0 + growth), "current_x_growth"
     required = _ratio(goal, per_gpu, float("inf") if goal > 0 else 0.0)
     installed = _ratio(capacity_h, covered_h)
-    return CapacityLine(pool.cluster, pool.gpu_model, month_hours, installed, capacity_h, availability, allocation,
-                        success, busy, useful_h, per_gpu, goal, source, required, required - installed)
+    return CapacityLine(
+        pool.cluster,
+        pool.gpu_model,
+        month_hours,
+        installed,
+        capacity_h,
+        availability,
+        allocation,
+        success,
+        busy,
+        useful_h,
+        per_gpu,
+        goal,
+        source,
+        required,
+        required - installed,
+    )

@@ -22,8 +22,9 @@ def stale(changes: Mapping[str, int], built: Mapping[str, int | None]) -> list[s
     return sorted(key for key, changed in changes.items() if (at := built.get(key)) is None or changed > at)
 
 
-def built_at(instance: dg.DagsterInstance | None, keys: Iterable[dg.AssetKey],
-             partitions: Iterable[str]) -> dict[str, int | None]:
+def built_at(
+    instance: dg.DagsterInstance | None, keys: Iterable[dg.AssetKey], partitions: Iterable[str]
+) -> dict[str, int | None]:
     """For each partition, when the oldest of the runs that last materialized it for ``keys``
     started (ns); ``None`` when one of the assets has no materialization of it (or there is no
     instance to ask)."""
@@ -37,7 +38,8 @@ def built_at(instance: dg.DagsterInstance | None, keys: Iterable[dg.AssetKey],
         runs = []
         for key in keys:
             found = instance.fetch_materializations(
-                dg.AssetRecordsFilter(asset_key=key, asset_partitions=[partition]), limit=1).records
+                dg.AssetRecordsFilter(asset_key=key, asset_partitions=[partition]), limit=1
+            ).records
             if not found:
                 break
             runs.append(found[0].run_id)

@@ -52,9 +52,12 @@ class ClickHouseResource(dg.ConfigurableResource):
 
     @staticmethod
     def from_settings(settings: Settings) -> ClickHouseResource:
-        return ClickHouseResource(url=settings.clickhouse_endpoint_url, user=settings.clickhouse_user,
-                                  password=settings.clickhouse_password.get_secret_value(),
-                                  database=settings.clickhouse_database)
+        return ClickHouseResource(
+            url=settings.clickhouse_endpoint_url,
+            user=settings.clickhouse_user,
+            password=settings.clickhouse_password.get_secret_value(),
+            database=settings.clickhouse_database,
+        )
 
 
 class PricingResource(dg.ConfigurableResource):

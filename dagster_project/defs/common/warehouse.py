@@ -18,26 +18,30 @@ SYNC = {"mutations_sync": 2}
 
 
 def delete_partition(client: Client, table: str, column: str, value: date) -> None:
-    client.command(f"ALTER TABLE {table} DELETE WHERE {column} = {{value:Date}}", parameters={"value": value},
-                   settings=SYNC)
+    client.command(
+        f"ALTER TABLE {table} DELETE WHERE {column} = {{value:Date}}", parameters={"value": value}, settings=SYNC
+    )
 
 
-def replace_from_query(client: Client, table: str, column: str, value: date, columns: Sequence[str],
-                       query: str, params: dict[str, Any]) -> int:
+def replace_from_query(
+    client: Client, table: str, column: str, value: date, columns: Sequence[str], query: str, params: dict[str, Any]
+) -> int:
     """Rebuild ``table``'s rows where ``column = value`` from the named query's SELECT."""
     return replace_from_select(client, table, column, value, columns, load_query(query), params)
 
 
-def replace_from_select(client: Client, table: str, column: str, value: date, columns: Sequence[str],
-                        select: str, params: dict[str, Any]) -> int:
+def replace_from_select(
+    client: Client, table: str, column: str, value: date, columns: Sequence[str], select: str, params: dict[str, Any]
+) -> int:
     """Rebuild ``table``'s rows where ``column = value`` from a SELECT (server-side parameters)."""
     delete_partition(client, table, column, value)
     client.command(f"INSERT INTO {table} ({', '.join(columns)})\n{select}", parameters=params)
     return count(client, table, column, value)
 
 
-def replace_rows(client: Client, table: str, column: str, value: date, columns: Sequence[str],
-                 rows: Sequence[Sequence[Any]]) -> int:
+def replace_rows(
+    client: Client, table: str, column: str, value: date, columns: Sequence[str], rows: Sequence[Sequence[Any]]
+) -> int:
     """Rebuild ``table``'s rows where ``column = value`` from rows computed in Python."""
     delete_partition(client, table, column, value)
     if rows:

@@ -27,10 +27,16 @@ from dagster_project.defs.usage.assets import gpu_usage_daily
 from dagster_project.defs.waste.assets import failure_waste_daily
 
 
-@dg.asset(partitions_def=daily_partitions, group_name="costs_daily", kinds={"clickhouse"},
-          deps=[gpu_usage_daily, failure_waste_daily], freshness_policy=daily_freshness)
-def cost_allocation_daily(context: AssetExecutionContext, clickhouse: ClickHouseResource,
-                          pricing: PricingResource) -> dg.MaterializeResult:
+@dg.asset(
+    partitions_def=daily_partitions,
+    group_name="costs_daily",
+    kinds={"clickhouse"},
+    deps=[gpu_usage_daily, failure_waste_daily],
+    freshness_policy=daily_freshness,
+)
+def cost_allocation_daily(
+    context: AssetExecutionContext, clickhouse: ClickHouseResource, pricing: PricingResource
+) -> dg.MaterializeResult:
     """Every cost of the day as lines per term (compute, retries, idle, network, storage, support,
     operations) and owner: direct GPU cost at the effective-dated rate of each GPU model, idle
     capacity by the idle policy, shared costs by the configured basis (storage by bytes moved where
@@ -43,15 +49,21 @@ def cost_allocation_daily(context: AssetExecutionContext, clickhouse: ClickHouse
     notes = [note for d in days for note in d.allocation.notes]
     for note in notes:
         context.log.warning(note)
-    return dg.MaterializeResult(metadata={
-        "rows": n, "total_cost": float(sum(d.allocation.total for d in days)),
-        "unpriced_gpu_hours": sum(d.allocation.unpriced_gpu_seconds for d in days) / 3600})
+    return dg.MaterializeResult(
+        metadata={
+            "rows": n,
+            "total_cost": float(sum(d.allocation.total for d in days)),
+            "unpriced_gpu_hours": sum(d.allocation.unpriced_gpu_seconds for d in days) / 3600,
+        }
+    )
 
 
-@dg.asset(partitions_def=monthly_partitions, group_name="costs_monthly", kinds={"clickhouse"},
-          deps=[cost_allocation_daily])
-def effective_cluster_unit_cost_monthly(context: AssetExecutionContext, clickhouse: ClickHouseResource,
-                                        pricing: PricingResource) -> dg.MaterializeResult:
+@dg.asset(
+    partitions_def=monthly_partitions, group_name="costs_monthly", kinds={"clickhouse"}, deps=[cost_allocation_daily]
+)
+def effective_cluster_unit_cost_monthly(
+    context: AssetExecutionContext, clickhouse: ClickHouseResource, pricing: PricingResource
+) -> dg.MaterializeResult:
     """(compute + network + storage + support + operations + idle + retries) / accepted workload units,
     per cluster and month, every term in cents in its own column; units are successful runs, or
     reported output units when present."""

@@ -23,8 +23,9 @@ TOLERANCE_MONEY = Decimal("0.000001")
 
 
 @dg.asset_check(asset=cost_allocation_daily, blocking=True)
-def cost_allocation_daily_gpu_seconds_conserved(context: AssetCheckExecutionContext,
-                                                clickhouse: ClickHouseResource) -> dg.AssetCheckResult:
+def cost_allocation_daily_gpu_seconds_conserved(
+    context: AssetCheckExecutionContext, clickhouse: ClickHouseResource
+) -> dg.AssetCheckResult:
     """Every GPU-second of the day's usage is priced exactly once (compute + retries + idle lines)."""
     day, _, _ = day_bounds(context.partition_key)
     with clickhouse.client() as client:
@@ -35,15 +36,21 @@ def cost_allocation_daily_gpu_seconds_conserved(context: AssetCheckExecutionCont
                 priced[r["cluster"]] += float(r["gpu_hours"])
     off = {c: priced.get(c, 0.0) - usage.get(c, 0.0) for c in sorted(set(usage) | set(priced))}
     bad = {c: v for c, v in off.items() if abs(v) > TOLERANCE_H * max(1.0, usage.get(c, 0.0))}
-    return dg.AssetCheckResult(passed=not bad, metadata={"partition": context.partition_key,
-                                                         "usage_gpu_hours": sum(usage.values()),
-                                                         "priced_gpu_hours": sum(priced.values()),
-                                                         "clusters_off": str(bad)})
+    return dg.AssetCheckResult(
+        passed=not bad,
+        metadata={
+            "partition": context.partition_key,
+            "usage_gpu_hours": sum(usage.values()),
+            "priced_gpu_hours": sum(priced.values()),
+            "clusters_off": str(bad),
+        },
+    )
 
 
 @dg.asset_check(asset=cost_allocation_daily, blocking=True)
-def cost_allocation_daily_money_conserved(context: AssetCheckExecutionContext, clickhouse: ClickHouseResource,
-                                          pricing: PricingResource) -> dg.AssetCheckResult:
+def cost_allocation_daily_money_conserved(
+    context: AssetCheckExecutionContext, clickhouse: ClickHouseResource, pricing: PricingResource
+) -> dg.AssetCheckResult:
     """The day's lines add up to its cluster cost: GPU-hours × their rate plus the shared costs of the day."""
     day, start, end = day_bounds(context.partition_key)
     with clickhouse.client() as client:
@@ -59,19 +66,26 @@ def cost_allocation_daily_money_conserved(context: AssetCheckExecutionContext, c
         expected[cluster] += shared_total(book_for(books, cluster, default_cluster()), start, end)
     off = {c: charged[c] - expected[c] for c in sorted(charged)}
     bad = {c: str(v) for c, v in off.items() if abs(v) > TOLERANCE_MONEY}
-    return dg.AssetCheckResult(passed=not bad, metadata={"partition": context.partition_key,
-                                                         "charged": float(sum(charged.values())),
-                                                         "expected": float(sum(expected.values())),
-                                                         "clusters_off": str(bad)})
+    return dg.AssetCheckResult(
+        passed=not bad,
+        metadata={
+            "partition": context.partition_key,
+            "charged": float(sum(charged.values())),
+            "expected": float(sum(expected.values())),
+            "clusters_off": str(bad),
+        },
+    )
 
 
 @dg.asset_check(asset=cost_allocation_daily, blocking=True)
-def cost_allocation_daily_no_negative_cost(context: AssetCheckExecutionContext,
-                                           clickhouse: ClickHouseResource) -> dg.AssetCheckResult:
+def cost_allocation_daily_no_negative_cost(
+    context: AssetCheckExecutionContext, clickhouse: ClickHouseResource
+) -> dg.AssetCheckResult:
     """No line of the day has a negative cost or quantity."""
     day, _, _ = day_bounds(context.partition_key)
     with clickhouse.client() as client:
         lines = rows(client, "cost_allocation_day_lines", {"day": day})
     bad = [r for r in lines if Decimal(r["cost"]) < 0 or float(r["quantity"]) < -TOLERANCE_H]
-    return dg.AssetCheckResult(passed=not bad, metadata={"partition": context.partition_key, "lines": len(lines),
-                                                         "negative_lines": len(bad)})
+    return dg.AssetCheckResult(
+        passed=not bad, metadata={"partition": context.partition_key, "lines": len(lines), "negative_lines": len(bad)}
+    )

@@ -44,11 +44,19 @@ def books_from_rows(rate_rows: list[dict[str, Any]], shared_rows: list[dict[str,
         if policy not in ("spread", "platform", "by_allocation"):
             raise PricingError(f"unknown idle policy {policy!r}")
         energy, carbon = s.get("energy_per_kwh"), s.get("carbon_g_per_kwh")
-        shared[str(s["cluster"])].append(SharedVersion(
-            _utc(s["effective_from"]), str(s["currency"]), monthly, policy,  # type: ignore[arg-type]
-            None if energy is None else _dec(energy), None if carbon is None else float(carbon)))
-    return {c: PriceBook.of(list(rates.get(c, {}).values()), shared.get(c, []))
-            for c in sorted(set(rates) | set(shared))}
+        shared[str(s["cluster"])].append(
+            SharedVersion(
+                _utc(s["effective_from"]),
+                str(s["currency"]),
+                monthly,
+                policy,  # type: ignore[arg-type]
+                None if energy is None else _dec(energy),
+                None if carbon is None else float(carbon),
+            )
+        )
+    return {
+        c: PriceBook.of(list(rates.get(c, {}).values()), shared.get(c, [])) for c in sorted(set(rates) | set(shared))
+    }
 
 
 def books_from_warehouse(client: Client) -> dict[str, PriceBook]:
@@ -65,10 +73,16 @@ def books_from_file(path: Path, cluster: str) -> dict[str, PriceBook]:
         assert isinstance(event, PricingEvent)
         d = event.data
         rate_versions.append(RateVersion(d.effective_from, d.currency, {m: _dec(r) for m, r in d.gpu_hourly.items()}))
-        shared_versions.append(SharedVersion(d.effective_from, d.currency,
-                                             {t: _dec(getattr(d.monthly, t)) for t in SHARED_TERMS}, d.idle_policy,
-                                             None if d.energy_per_kwh is None else _dec(d.energy_per_kwh),
-                                             d.carbon_g_per_kwh))
+        shared_versions.append(
+            SharedVersion(
+                d.effective_from,
+                d.currency,
+                {t: _dec(getattr(d.monthly, t)) for t in SHARED_TERMS},
+                d.idle_policy,
+                None if d.energy_per_kwh is None else _dec(d.energy_per_kwh),
+                d.carbon_g_per_kwh,
+            )
+        )
     return {cluster: PriceBook.of(rate_versions, shared_versions)}
 
 

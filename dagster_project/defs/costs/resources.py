@@ -23,8 +23,12 @@ def price_books(pricing: PricingResource, client: Client, default_cluster: str) 
 
 
 def share_policy(pricing: PricingResource) -> SharePolicy:
-    bases = {"network": pricing.network_basis, "storage": pricing.storage_basis, "support": pricing.support_basis,
-             "operations": pricing.operations_basis}
+    bases = {
+        "network": pricing.network_basis,
+        "storage": pricing.storage_basis,
+        "support": pricing.support_basis,
+        "operations": pricing.operations_basis,
+    }
     for term, basis in bases.items():
         if basis not in BASES:
             raise PricingError(f"{term}_basis must be one of {', '.join(BASES)}, got {basis!r}")

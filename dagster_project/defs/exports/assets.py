@@ -27,8 +27,7 @@ from dagster_project.defs.exports.resources import (
 )
 
 
-@dg.asset(partitions_def=monthly_partitions, group_name="exports", kinds={"clickhouse"},
-          deps=[cost_allocation_daily])
+@dg.asset(partitions_def=monthly_partitions, group_name="exports", kinds={"clickhouse"}, deps=[cost_allocation_daily])
 def chargeback_monthly(context: AssetExecutionContext, clickhouse: ClickHouseResource) -> dg.MaterializeResult:
     """The month's chargeback lines per cluster, business unit, term, team, model and GPU model, in
     cents: each term's month total rounded once, its cents handed out by largest remainder, so the
@@ -36,16 +35,21 @@ def chargeback_monthly(context: AssetExecutionContext, clickhouse: ClickHouseRes
     first, _, end = month_bounds(context.partition_key)
     with clickhouse.client() as client:
         month = month_from_daily(client, first, end.date())
-        n = replace_rows(client, "chargeback_monthly", "month", first, CHARGEBACK_COLUMNS,
-                         chargeback_rows(month, first))
+        n = replace_rows(
+            client, "chargeback_monthly", "month", first, CHARGEBACK_COLUMNS, chargeback_rows(month, first)
+        )
     total = sum(term_totals(month.lines).values())
     return dg.MaterializeResult(metadata={"rows": n, "total_cost": float(total)})
 
 
-@dg.asset(partitions_def=monthly_partitions, group_name="exports", kinds={"csv", "parquet"},
-          deps=[chargeback_monthly])
-def chargeback_files(context: AssetExecutionContext, clickhouse: ClickHouseResource, pricing: PricingResource,
-                     org: OrgResource, exports: ExportResource) -> dg.MaterializeResult:
+@dg.asset(partitions_def=monthly_partitions, group_name="exports", kinds={"csv", "parquet"}, deps=[chargeback_monthly])
+def chargeback_files(
+    context: AssetExecutionContext,
+    clickhouse: ClickHouseResource,
+    pricing: PricingResource,
+    org: OrgResource,
+    exports: ExportResource,
+) -> dg.MaterializeResult:
     """FinOps FOCUS 1.2 files of the month: all rows, and one file per business unit with only its rows."""
     first, start, end = month_bounds(context.partition_key)
     with clickhouse.client() as client:
@@ -62,6 +66,11 @@ def chargeback_files(context: AssetExecutionContext, clickhouse: ClickHouseResou
         changed = record_export(client, cb.period, cb.start, cb.end, total, paths)
     if changed is not None:
         context.log.warning(f"{cb.period} changed after its export of {changed}: these files replace it")
-    return dg.MaterializeResult(metadata={"files": "\n".join(str(p) for p in paths), "source": cb.source,
-                                          "dagster/uri": str(exports.directory()),
-                                          "changed_after_export_of": str(changed or "")})
+    return dg.MaterializeResult(
+        metadata={
+            "files": "\n".join(str(p) for p in paths),
+            "source": cb.source,
+            "dagster/uri": str(exports.directory()),
+            "changed_after_export_of": str(changed or ""),
+        }
+    )

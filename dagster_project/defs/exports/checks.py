@@ -20,8 +20,9 @@ from dagster_project.defs.exports.resources import ClickHouseResource, ExportRes
 
 
 @dg.asset_check(asset=chargeback_monthly, blocking=True)
-def chargeback_monthly_money_conserved(context: AssetCheckExecutionContext,
-                                       clickhouse: ClickHouseResource) -> dg.AssetCheckResult:
+def chargeback_monthly_money_conserved(
+    context: AssetCheckExecutionContext, clickhouse: ClickHouseResource
+) -> dg.AssetCheckResult:
     """Business units' lines plus the platform's remainder equal the period's total cost, to the cent
     (the total: each term's daily cost lines summed exactly and rounded once)."""
     first, _, end = month_bounds(context.partition_key)
@@ -34,27 +35,36 @@ def chargeback_monthly_money_conserved(context: AssetCheckExecutionContext,
     expected = sum((to_cents(v) for v in exact.values()), Decimal("0.00"))
     charged = sum((Decimal(r["cost"]) for r in lines), Decimal("0.00"))
     units = sum((Decimal(r["cost"]) for r in lines if r["business_unit"] != "__platform__"), Decimal("0.00"))
-    return dg.AssetCheckResult(passed=charged == expected, metadata={
-        "partition": context.partition_key, "period_total": float(expected), "business_units": float(units),
-        "platform_remainder": float(charged - units),
-        "difference": float(charged - expected)})
+    return dg.AssetCheckResult(
+        passed=charged == expected,
+        metadata={
+            "partition": context.partition_key,
+            "period_total": float(expected),
+            "business_units": float(units),
+            "platform_remainder": float(charged - units),
+            "difference": float(charged - expected),
+        },
+    )
 
 
 @dg.asset_check(asset=chargeback_monthly, blocking=True)
-def chargeback_monthly_no_negative_cost(context: AssetCheckExecutionContext,
-                                        clickhouse: ClickHouseResource) -> dg.AssetCheckResult:
+def chargeback_monthly_no_negative_cost(
+    context: AssetCheckExecutionContext, clickhouse: ClickHouseResource
+) -> dg.AssetCheckResult:
     """No chargeback line is negative."""
     first, _, _ = month_bounds(context.partition_key)
     with clickhouse.client() as client:
         lines = rows(client, "chargeback_lines", {"month": first})
     bad = [r for r in lines if Decimal(r["cost"]) < 0]
-    return dg.AssetCheckResult(passed=not bad, metadata={"partition": context.partition_key, "lines": len(lines),
-                                                         "negative_lines": len(bad)})
+    return dg.AssetCheckResult(
+        passed=not bad, metadata={"partition": context.partition_key, "lines": len(lines), "negative_lines": len(bad)}
+    )
 
 
 @dg.asset_check(asset=chargeback_monthly, blocking=True)
-def chargeback_monthly_focus_rules_hold(context: AssetCheckExecutionContext, clickhouse: ClickHouseResource,
-                                        exports: ExportResource) -> dg.AssetCheckResult:
+def chargeback_monthly_focus_rules_hold(
+    context: AssetCheckExecutionContext, clickhouse: ClickHouseResource, exports: ExportResource
+) -> dg.AssetCheckResult:
     """The month's FOCUS rows have every mandatory column, allowed values, correct nulls, UTC times,
     flat prefixed tags, x_-prefixed custom columns, and unit price × quantity matching cost."""
     first, start, end = month_bounds(context.partition_key)
@@ -62,6 +72,12 @@ def chargeback_monthly_focus_rules_hold(context: AssetCheckExecutionContext, cli
         lines = rows(client, "chargeback_lines", {"month": first})
     currency = {str(r["cluster"]): str(r["currency"]) for r in lines}
     problems = check_rows(HEADER, focus_rows(lines, currency, (start, end), focus_config(exports)))
-    return dg.AssetCheckResult(passed=not problems, metadata={"partition": context.partition_key,
-                                                              "rows": len(lines), "problems": len(problems),
-                                                              "first_problems": "\n".join(problems[:20])})
+    return dg.AssetCheckResult(
+        passed=not problems,
+        metadata={
+            "partition": context.partition_key,
+            "rows": len(lines),
+            "problems": len(problems),
+            "first_problems": "\n".join(problems[:20]),
+        },
+    )

@@ -37,24 +37,50 @@ class Chargeback:
 
 def lines_of(month: Month) -> list[dict[str, Any]]:
     cur = month.currency
-    return [{"cluster": c.cluster, "currency": cur[c.cluster], "term": c.line.term, "business_unit": c.line.owner[0],
-             "team": c.line.owner[1], "model": c.line.owner[2], "gpu_model": c.line.gpu_model,
-             "price_from": c.line.price_from, "unit_price": c.line.unit_price, "pricing_unit": c.line.pricing_unit,
-             "quantity": c.line.quantity, "consumed_quantity": c.line.consumed_quantity,
-             "consumed_unit": c.line.consumed_unit, "basis": c.line.basis, "exact_cost": c.exact, "cost": c.cents,
-             "gpu_hours": c.line.gpu_hours, "busy_gpu_hours": c.line.busy_gpu_hours,
-             "idle_gpu_hours": c.line.idle_gpu_hours, "failure_waste_gpu_hours": c.line.failure_waste_gpu_hours,
-             "energy_kwh": c.line.energy_kwh, "energy_cost": c.line.energy_cost, "carbon_kg": c.line.carbon_kg}
-            for c in month.lines]
+    return [
+        {
+            "cluster": c.cluster,
+            "currency": cur[c.cluster],
+            "term": c.line.term,
+            "business_unit": c.line.owner[0],
+            "team": c.line.owner[1],
+            "model": c.line.owner[2],
+            "gpu_model": c.line.gpu_model,
+            "price_from": c.line.price_from,
+            "unit_price": c.line.unit_price,
+            "pricing_unit": c.line.pricing_unit,
+            "quantity": c.line.quantity,
+            "consumed_quantity": c.line.consumed_quantity,
+            "consumed_unit": c.line.consumed_unit,
+            "basis": c.line.basis,
+            "exact_cost": c.exact,
+            "cost": c.cents,
+            "gpu_hours": c.line.gpu_hours,
+            "busy_gpu_hours": c.line.busy_gpu_hours,
+            "idle_gpu_hours": c.line.idle_gpu_hours,
+            "failure_waste_gpu_hours": c.line.failure_waste_gpu_hours,
+            "energy_kwh": c.line.energy_kwh,
+            "energy_cost": c.line.energy_cost,
+            "carbon_kg": c.line.carbon_kg,
+        }
+        for c in month.lines
+    ]
 
 
-def load_chargeback(client: Client, period: str, books: dict[str, PriceBook], policy: SharePolicy,
-                    default_cluster: str) -> Chargeback:
+def load_chargeback(
+    client: Client, period: str, books: dict[str, PriceBook], policy: SharePolicy, default_cluster: str
+) -> Chargeback:
     first, start, end = month_bounds(period)
     stored = rows(client, "chargeback_lines", {"month": first})
     if stored:
-        return Chargeback(period[:7], start, end, stored, {str(r["cluster"]): str(r["currency"]) for r in stored},
-                          "chargeback_monthly")
+        return Chargeback(
+            period[:7],
+            start,
+            end,
+            stored,
+            {str(r["cluster"]): str(r["currency"]) for r in stored},
+            "chargeback_monthly",
+        )
     month = month_from_daily(client, first, end.date())
     if month.lines:
         return Chargeback(period[:7], start, end, lines_of(month), month.currency, "cost_allocation_daily")
@@ -72,8 +98,9 @@ def business_units_of(cb: Chargeback, known: list[str]) -> list[str]:
     return sorted({str(ln["business_unit"]) for ln in cb.lines if ln["business_unit"] != PLATFORM} | set(known))
 
 
-def write_files(cb: Chargeback, out: Path, fmt: FileFormat, cfg: FocusConfig, business_unit: str | None,
-                known_units: list[str]) -> list[Path]:
+def write_files(
+    cb: Chargeback, out: Path, fmt: FileFormat, cfg: FocusConfig, business_unit: str | None, known_units: list[str]
+) -> list[Path]:
     """With ``business_unit``: that unit's file only. Else the full file and one per business unit."""
     period = (cb.start, cb.end)
     if business_unit is not None:

@@ -68,6 +68,10 @@ def read(path: Path) -> tuple[list[str], list[dict[str, Any]]]:
     table = pq.read_table(path)
     out = []
     for rec in table.to_pylist():
-        out.append({k: (None if v is None else (format(v.normalize(), "f") if isinstance(v, Decimal) else v))
-                    for k, v in rec.items()})
+        out.append(
+            {
+                k: (None if v is None else (format(v.normalize(), "f") if isinstance(v, Decimal) else v))
+                for k, v in rec.items()
+            }
+        )
     return list(table.column_names), out

@@ -30,8 +30,11 @@ PAIRED_NULLS = (("RegionId", "RegionName"), ("SubAccountId", "SubAccountName"), 
 
 def check_header(header: Sequence[str]) -> list[str]:
     problems = [f"missing mandatory column {c}" for c in MANDATORY if c not in header]
-    problems += [f"column {c} is neither a FOCUS column nor x_-prefixed" for c in header
-                 if c not in BY_NAME and not c.startswith("x_")]
+    problems += [
+        f"column {c} is neither a FOCUS column nor x_-prefixed"
+        for c in header
+        if c not in BY_NAME and not c.startswith("x_")
+    ]
     return problems
 
 
@@ -99,8 +102,11 @@ def _conditions(i: int, row: dict[str, Any]) -> list[str]:
         if a in row and _null(row.get(a)) != _null(row.get(b)):
             p.append(f"row {i}: {a} and {b} must be null together")
     if _null(row.get("CommitmentDiscountId")):
-        p += [f"row {i}: {c} must be null without CommitmentDiscountId" for c in row
-              if c.startswith("CommitmentDiscount") and not _null(row[c])]
+        p += [
+            f"row {i}: {c} must be null without CommitmentDiscountId"
+            for c in row
+            if c.startswith("CommitmentDiscount") and not _null(row[c])
+        ]
     if not _null(row.get("InvoiceId")):  # FOCUS 1.2 InvoiceId-C-004-C; no invoice carries gpuledger's charges
         p.append(f"row {i}: InvoiceId must be null: no invoice, issued or provisional, carries the charge")
     if _null(row.get("CapacityReservationId")) and not _null(row.get("CapacityReservationStatus")):

@@ -94,10 +94,19 @@ MANDATORY = tuple(c.name for c in COLUMNS if c.level == "mandatory")
 
 # Custom columns (spec: prefixed ``x_``).
 CUSTOM: tuple[tuple[str, Kind], ...] = (
-    ("x_Cluster", "string"), ("x_BusinessUnit", "string"), ("x_Team", "string"), ("x_Model", "string"),
-    ("x_GpuModel", "string"), ("x_CostTerm", "string"), ("x_AllocationBasis", "string"),
-    ("x_GpuHours", "decimal"), ("x_BusyGpuHours", "decimal"), ("x_IdleShare", "decimal"),
-    ("x_FailureWasteGpuHours", "decimal"), ("x_EnergyKwh", "decimal"), ("x_EnergyCost", "decimal"),
+    ("x_Cluster", "string"),
+    ("x_BusinessUnit", "string"),
+    ("x_Team", "string"),
+    ("x_Model", "string"),
+    ("x_GpuModel", "string"),
+    ("x_CostTerm", "string"),
+    ("x_AllocationBasis", "string"),
+    ("x_GpuHours", "decimal"),
+    ("x_BusyGpuHours", "decimal"),
+    ("x_IdleShare", "decimal"),
+    ("x_FailureWasteGpuHours", "decimal"),
+    ("x_EnergyKwh", "decimal"),
+    ("x_EnergyCost", "decimal"),
     ("x_CarbonKg", "decimal"),
 )
 HEADER: tuple[str, ...] = tuple(c.name for c in COLUMNS) + tuple(name for name, _ in CUSTOM)
@@ -107,17 +116,49 @@ CHARGE_CATEGORIES = frozenset({"Usage", "Purchase", "Tax", "Credit", "Adjustment
 CHARGE_FREQUENCIES = frozenset({"One-Time", "Recurring", "Usage-Based"})
 PRICING_CATEGORIES = frozenset({"Standard", "Dynamic", "Committed", "Other"})
 # The (ServiceCategory, ServiceSubcategory) pairs gpuledger uses, all from the spec's allowed values.
-SERVICE_CATEGORIES = frozenset({
-    "AI and Machine Learning", "Analytics", "Business Applications", "Compute", "Databases", "Developer Tools",
-    "Multicloud", "Identity", "Integration", "Internet of Things", "Management and Governance", "Media",
-    "Migration", "Mobile", "Networking", "Security", "Storage", "Web", "Other",
-})
+SERVICE_CATEGORIES = frozenset(
+    {
+        "AI and Machine Learning",
+        "Analytics",
+        "Business Applications",
+        "Compute",
+        "Databases",
+        "Developer Tools",
+        "Multicloud",
+        "Identity",
+        "Integration",
+        "Internet of Things",
+        "Management and Governance",
+        "Media",
+        "Migration",
+        "Mobile",
+        "Networking",
+        "Security",
+        "Storage",
+        "Web",
+        "Other",
+    }
+)
 SUBCATEGORY_PARENT = {
-    "Other (Compute)": "Compute", "Containers": "Compute", "Virtual Machines": "Compute",
-    "Network Infrastructure": "Networking", "Other (Networking)": "Networking",
-    "File Storage": "Storage", "Other (Storage)": "Storage",
-    "Support": "Management and Governance", "Other (Management and Governance)": "Management and Governance",
+    "Other (Compute)": "Compute",
+    "Containers": "Compute",
+    "Virtual Machines": "Compute",
+    "Network Infrastructure": "Networking",
+    "Other (Networking)": "Networking",
+    "File Storage": "Storage",
+    "Other (Storage)": "Storage",
+    "Support": "Management and Governance",
+    "Other (Management and Governance)": "Management and Governance",
 }
-USAGE_REQUIRED = ("PricingQuantity", "PricingUnit", "ListUnitPrice", "ContractedUnitPrice", "SkuId", "SkuPriceId",
-                  "PricingCategory", "ConsumedQuantity", "ConsumedUnit")
+USAGE_REQUIRED = (
+    "PricingQuantity",
+    "PricingUnit",
+    "ListUnitPrice",
+    "ContractedUnitPrice",
+    "SkuId",
+    "SkuPriceId",
+    "PricingCategory",
+    "ConsumedQuantity",
+    "ConsumedUnit",
+)
 TAG_PREFIX = "gpuledger/"

@@ -13,8 +13,7 @@ from dagster_project.defs.exports.focus import FocusConfig
 
 def business_units(org: OrgResource, client: Client, start: datetime, end: datetime) -> list[str]:
     """Business units of the org mapping versions in force in [start, end), plus configured extra ones."""
-    known = [str(r["business_unit"]) for r in rows(client, "chargeback_business_units",
-                                                    {"start": start, "end": end})]
+    known = [str(r["business_unit"]) for r in rows(client, "chargeback_business_units", {"start": start, "end": end})]
     return sorted(set(known) | set(org.extra_business_units))
 
 

@@ -8,5 +8,9 @@ from dagster_project.defs.fabric import assets, checks, schedules
 
 
 def definitions() -> dg.Definitions:
-    return dg.Definitions(assets=[assets.fabric_health], asset_checks=[checks.fabric_health_no_node_set_below_baseline],
-                          jobs=schedules.jobs, schedules=schedules.schedules)
+    return dg.Definitions(
+        assets=[assets.fabric_health],
+        asset_checks=[checks.fabric_health_no_node_set_below_baseline],
+        jobs=schedules.jobs,
+        schedules=schedules.schedules,
+    )

@@ -13,12 +13,15 @@ from dagster_project.defs.fabric.resources import ClickHouseResource
 
 
 @dg.asset_check(asset=fabric_health)
-def fabric_health_no_node_set_below_baseline(context: AssetCheckExecutionContext,
-                                             clickhouse: ClickHouseResource) -> dg.AssetCheckResult:
+def fabric_health_no_node_set_below_baseline(
+    context: AssetCheckExecutionContext, clickhouse: ClickHouseResource
+) -> dg.AssetCheckResult:
     """No node set ran below its NCCL bandwidth baseline on the day."""
     day, _, _ = day_bounds(context.partition_key)
     with clickhouse.client() as client:
         below = rows(client, "fabric_below_baseline", {"day": day})
-    return dg.AssetCheckResult(passed=not below, severity=dg.AssetCheckSeverity.WARN,
-                               metadata={"partition": context.partition_key,
-                                         "node_sets": "\n".join(str(r["node_set"]) for r in below)})
+    return dg.AssetCheckResult(
+        passed=not below,
+        severity=dg.AssetCheckSeverity.WARN,
+        metadata={"partition": context.partition_key, "node_sets": "\n".join(str(r["node_set"]) for r in below)},
+    )

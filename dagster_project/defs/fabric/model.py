@@ -52,13 +52,19 @@ class FabricRow:
 
 
 def _baseline(history: list[Run], probe: Run, min_runs: int) -> tuple[float | None, int, str]:
-    same_set = [r.busbw for r in history if r.good and r.cluster == probe.cluster
-                and r.collective == probe.collective and r.node_set == probe.node_set]
+    same_set = [
+        r.busbw
+        for r in history
+        if r.good and r.cluster == probe.cluster and r.collective == probe.collective and r.node_set == probe.node_set
+    ]
     if len(same_set) >= min_runs:
         return statistics.median(same_set), len(same_set), "node_set"  # type: ignore[type-var]
     size = len(set(probe.hosts))
-    peers = [r.busbw for r in history if r.good and r.cluster == probe.cluster
-             and r.collective == probe.collective and len(set(r.hosts)) == size]
+    peers = [
+        r.busbw
+        for r in history
+        if r.good and r.cluster == probe.cluster and r.collective == probe.collective and len(set(r.hosts)) == size
+    ]
     if len(peers) >= min_runs:
         return statistics.median(peers), len(peers), "cluster"  # type: ignore[type-var]
     return None, 0, "none"
@@ -75,9 +81,22 @@ def health(day_runs: list[Run], history: list[Run], tolerance: float = 0.10, min
         avg = sum(good) / len(good) if good else None  # type: ignore[arg-type]
         base, n, scope = _baseline(history, runs[0], min_runs)
         ratio = avg / base if avg is not None and base else None
-        out.append(FabricRow(cluster, collective, node_set, node_set.split(","), len(runs),
-                             sum(1 for r in runs if not r.ok), avg, base, n, scope, ratio,
-                             ratio is not None and ratio < 1.0 - tolerance))
+        out.append(
+            FabricRow(
+                cluster,
+                collective,
+                node_set,
+                node_set.split(","),
+                len(runs),
+                sum(1 for r in runs if not r.ok),
+                avg,
+                base,
+                n,
+                scope,
+                ratio,
+                ratio is not None and ratio < 1.0 - tolerance,
+            )
+        )
     return out
 
 

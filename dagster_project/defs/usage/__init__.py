@@ -8,6 +8,10 @@ from dagster_project.defs.usage import assets, checks, schedules
 
 
 def definitions() -> dg.Definitions:
-    return dg.Definitions(assets=[assets.gpu_usage_daily, assets.queue_time_daily],
-                          asset_checks=[checks.gpu_usage_daily_gpu_seconds_conserved],
-                          jobs=schedules.jobs, schedules=schedules.schedules, sensors=schedules.sensors)
+    return dg.Definitions(
+        assets=[assets.gpu_usage_daily, assets.queue_time_daily],
+        asset_checks=[checks.gpu_usage_daily_gpu_seconds_conserved],
+        jobs=schedules.jobs,
+        schedules=schedules.schedules,
+        sensors=schedules.sensors,
+    )

@@ -10,11 +10,43 @@ from dagster_project.defs.common.warehouse import replace_from_query
 from dagster_project.defs.usage.partitions import daily_freshness, daily_partitions, day_bounds
 from dagster_project.defs.usage.resources import ClickHouseResource
 
-USAGE_COLUMNS = ("day", "cluster", "gpu_model", "kind", "scheduler", "namespace", "account", "user", "queue",
-                 "workload_kind", "team", "business_unit", "model", "job_id", "logical_job", "attempt", "outcome",
-                 "failure_reason", "gpu_seconds", "busy_seconds", "unobserved_seconds", "idle_seconds")
-QUEUE_COLUMNS = ("day", "cluster", "scheduler", "queue", "workload_kind", "attempts", "wait_seconds",
-                 "p50_wait_seconds", "p95_wait_seconds", "max_wait_seconds", "waited_gpu_seconds")
+USAGE_COLUMNS = (
+    "day",
+    "cluster",
+    "gpu_model",
+    "kind",
+    "scheduler",
+    "namespace",
+    "account",
+    "user",
+    "queue",
+    "workload_kind",
+    "team",
+    "business_unit",
+    "model",
+    "job_id",
+    "logical_job",
+    "attempt",
+    "outcome",
+    "failure_reason",
+    "gpu_seconds",
+    "busy_seconds",
+    "unobserved_seconds",
+    "idle_seconds",
+)
+QUEUE_COLUMNS = (
+    "day",
+    "cluster",
+    "scheduler",
+    "queue",
+    "workload_kind",
+    "attempts",
+    "wait_seconds",
+    "p50_wait_seconds",
+    "p95_wait_seconds",
+    "max_wait_seconds",
+    "waited_gpu_seconds",
+)
 
 
 @dg.asset(partitions_def=daily_partitions, group_name="usage", kinds={"clickhouse"}, freshness_policy=daily_freshness)
@@ -24,8 +56,9 @@ def gpu_usage_daily(context: AssetExecutionContext, clickhouse: ClickHouseResour
     model, job, attempt, outcome, failure reason), with busy, unobserved and allocated-idle seconds."""
     day, start, end = day_bounds(context.partition_key)
     with clickhouse.client() as client:
-        n = replace_from_query(client, "gpu_usage_daily", "day", day, USAGE_COLUMNS, "usage_daily_rows",
-                               {"start": start, "end": end})
+        n = replace_from_query(
+            client, "gpu_usage_daily", "day", day, USAGE_COLUMNS, "usage_daily_rows", {"start": start, "end": end}
+        )
     return dg.MaterializeResult(metadata={"rows": n})
 
 
@@ -35,6 +68,7 @@ def queue_time_daily(context: AssetExecutionContext, clickhouse: ClickHouseResou
     max) and GPU-seconds waited (requested GPUs × wait)."""
     day, start, end = day_bounds(context.partition_key)
     with clickhouse.client() as client:
-        n = replace_from_query(client, "queue_time_daily", "day", day, QUEUE_COLUMNS, "usage_daily_queue",
-                               {"start": start, "end": end})
+        n = replace_from_query(
+            client, "queue_time_daily", "day", day, QUEUE_COLUMNS, "usage_daily_queue", {"start": start, "end": end}
+        )
     return dg.MaterializeResult(metadata={"rows": n})

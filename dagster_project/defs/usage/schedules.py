@@ -22,42 +22,64 @@ daily_assets_job = dg.define_asset_job(
 
 # At 02:00 UTC the newest daily partition: the day that just closed (late events up to then included).
 daily_assets_schedule = dg.build_schedule_from_partitioned_job(
-    daily_assets_job, name="daily_assets_schedule", hour_of_day=2, minute_of_hour=0)
+    daily_assets_job, name="daily_assets_schedule", hour_of_day=2, minute_of_hour=0
+)
 
 # what each job rebuilds: a partition is stale until every one of them was built after its inputs changed
 # (asset keys: the asset modules import this package's assets, so they cannot be imported here)
-DAILY_ASSETS = [dg.AssetKey(k) for k in ("gpu_usage_daily", "queue_time_daily", "idle_waste_daily",
-                                         "failure_waste_daily", "idle_causes_daily", "cost_allocation_daily",
-                                         "fabric_health")]
-MONTHLY_ASSETS = [dg.AssetKey(k) for k in ("effective_cluster_unit_cost_monthly", "chargeback_monthly",
-                                           "chargeback_files", "capacity_plan")]
+DAILY_ASSETS = [
+    dg.AssetKey(k)
+    for k in (
+        "gpu_usage_daily",
+        "queue_time_daily",
+        "idle_waste_daily",
+        "failure_waste_daily",
+        "idle_causes_daily",
+        "cost_allocation_daily",
+        "fabric_health",
+    )
+]
+MONTHLY_ASSETS = [
+    dg.AssetKey(k)
+    for k in ("effective_cluster_unit_cost_monthly", "chargeback_monthly", "chargeback_files", "capacity_plan")
+]
 LATE = {"gpuledger/reason": "late data"}
 
 
-def late_run_requests(client: Client, instance: dg.DagsterInstance | None, since: int,
-                      today: date) -> tuple[list[dg.RunRequest], int]:
+def late_run_requests(
+    client: Client, instance: dg.DagsterInstance | None, since: int, today: date
+) -> tuple[list[dg.RunRequest], int]:
     """Run requests for the closed days whose inputs changed after ``since`` (ns) and after the run
     that last built them started, and for their closed months likewise; and the new cursor (the
     newest change seen, acted on or already reflected)."""
-    changed = {r["day"].isoformat(): int(r["changed"]) for r in rows(client, "late_changes", {"since": since,
-                                                                                             "today": today})
-               if r["day"] >= date.fromisoformat(START_DATE)}
+    changed = {
+        r["day"].isoformat(): int(r["changed"])
+        for r in rows(client, "late_changes", {"since": since, "today": today})
+        if r["day"] >= date.fromisoformat(START_DATE)
+    }
     days = stale(changed, built_at(instance, DAILY_ASSETS, changed))
     by_month: dict[str, int] = defaultdict(int)
     for day, version in changed.items():
         if day[:7] < today.isoformat()[:7]:  # a closed month: its chargeback is built from its days
             by_month[day[:7] + "-01"] = max(by_month[day[:7] + "-01"], version)
     months = stale(by_month, built_at(instance, MONTHLY_ASSETS, by_month))
-    requests = [dg.RunRequest(run_key=f"late:{d}:{changed[d]}", partition_key=d, job_name=daily_assets_job.name,
-                              tags=LATE) for d in days]
+    requests = [
+        dg.RunRequest(run_key=f"late:{d}:{changed[d]}", partition_key=d, job_name=daily_assets_job.name, tags=LATE)
+        for d in days
+    ]
     # in the same evaluation, after the days; Dagster may start them in any order (see the README)
-    requests += [dg.RunRequest(run_key=f"late:{m}:{by_month[m]}", partition_key=m, job_name=monthly_assets_job.name,
-                               tags=LATE) for m in months]
+    requests += [
+        dg.RunRequest(run_key=f"late:{m}:{by_month[m]}", partition_key=m, job_name=monthly_assets_job.name, tags=LATE)
+        for m in months
+    ]
     return requests, max([since, *changed.values()])
 
 
-@dg.sensor(jobs=[daily_assets_job, monthly_assets_job], minimum_interval_seconds=300,
-           default_status=dg.DefaultSensorStatus.RUNNING)
+@dg.sensor(
+    jobs=[daily_assets_job, monthly_assets_job],
+    minimum_interval_seconds=300,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+)
 def late_data_sensor(context: dg.SensorEvaluationContext, clickhouse: ClickHouseResource) -> dg.SensorResult:
     """Re-materialize the closed days (and months) that late data left stale — a correction of
     already-written windows, an attempt that fails days after it started — without a manual backfill.
@@ -71,8 +93,7 @@ def late_data_sensor(context: dg.SensorEvaluationContext, clickhouse: ClickHouse
         if context.cursor is None:
             latest = rows(client, "late_changes_latest", {})[0]["latest"]
             return dg.SensorResult(run_requests=[], cursor=str(int(latest or 0)))
-        requests, cursor = late_run_requests(client, _instance(context), int(context.cursor),
-                                             datetime.now(UTC).date())
+        requests, cursor = late_run_requests(client, _instance(context), int(context.cursor), datetime.now(UTC).date())
     return dg.SensorResult(run_requests=requests, cursor=str(cursor))
 
 

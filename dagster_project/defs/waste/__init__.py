@@ -8,7 +8,9 @@ from dagster_project.defs.waste import assets, checks, schedules
 
 
 def definitions() -> dg.Definitions:
-    return dg.Definitions(assets=[assets.idle_waste_daily, assets.failure_waste_daily, assets.idle_causes_daily],
-                          asset_checks=[checks.failure_waste_daily_lost_within_failed,
-                                        checks.idle_causes_daily_sum_to_idle],
-                          jobs=schedules.jobs, schedules=schedules.schedules)
+    return dg.Definitions(
+        assets=[assets.idle_waste_daily, assets.failure_waste_daily, assets.idle_causes_daily],
+        asset_checks=[checks.failure_waste_daily_lost_within_failed, checks.idle_causes_daily_sum_to_idle],
+        jobs=schedules.jobs,
+        schedules=schedules.schedules,
+    )

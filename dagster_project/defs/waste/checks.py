@@ -14,29 +14,41 @@ from dagster_project.defs.waste.resources import ClickHouseResource
 
 
 @dg.asset_check(asset=failure_waste_daily, blocking=True)
-def failure_waste_daily_lost_within_failed(context: AssetCheckExecutionContext,
-                                           clickhouse: ClickHouseResource) -> dg.AssetCheckResult:
+def failure_waste_daily_lost_within_failed(
+    context: AssetCheckExecutionContext, clickhouse: ClickHouseResource
+) -> dg.AssetCheckResult:
     """No row loses more GPU-seconds than it failed, and none is negative."""
     day, _, _ = day_bounds(context.partition_key)
     with clickhouse.client() as client:
         bad = rows(client, "waste_failure_check", {"day": day})[0]["bad"]
-    return dg.AssetCheckResult(passed=int(bad) == 0, metadata={"partition": context.partition_key,
-                                                                        "bad_rows": int(bad)})
+    return dg.AssetCheckResult(
+        passed=int(bad) == 0, metadata={"partition": context.partition_key, "bad_rows": int(bad)}
+    )
 
 
 CAUSES_TOLERANCE_S = 0.0036  # 1e-6 GPU-hours per owner
 
 
 @dg.asset_check(asset=idle_causes_daily, blocking=True)
-def idle_causes_daily_sum_to_idle(context: AssetCheckExecutionContext,
-                                  clickhouse: ClickHouseResource) -> dg.AssetCheckResult:
+def idle_causes_daily_sum_to_idle(
+    context: AssetCheckExecutionContext, clickhouse: ClickHouseResource
+) -> dg.AssetCheckResult:
     """Every owner's causes (unobserved aside) add up to its allocated idle GPU-seconds of the day:
     allocated − busy − unobserved, as report gpu-hours counts them."""
     day, start, end = day_bounds(context.partition_key)
     with clickhouse.client() as client:
-        r = rows(client, "waste_idle_causes_check", {"day": day, "start": start, "end": end,
-                                                     "tolerance_s": CAUSES_TOLERANCE_S})[0]
-    return dg.AssetCheckResult(passed=int(r["bad"]) == 0, metadata={
-        "partition": context.partition_key, "owners_off": int(r["bad"]), "worst_seconds": float(r["worst"] or 0.0),
-        "facts_idle_gpu_hours": float(r["facts_idle"] or 0.0) / 3600,
-        "causes_idle_gpu_hours": float(r["causes_idle"] or 0.0) / 3600})
+        r = rows(
+            client,
+            "waste_idle_causes_check",
+            {"day": day, "start": start, "end": end, "tolerance_s": CAUSES_TOLERANCE_S},
+        )[0]
+    return dg.AssetCheckResult(
+        passed=int(r["bad"]) == 0,
+        metadata={
+            "partition": context.partition_key,
+            "owners_off": int(r["bad"]),
+            "worst_seconds": float(r["worst"] or 0.0),
+            "facts_idle_gpu_hours": float(r["facts_idle"] or 0.0) / 3600,
+            "causes_idle_gpu_hours": float(r["causes_idle"] or 0.0) / 3600,
+        },
+    )

@@ -28,8 +28,14 @@ from pipelines.parsers.kubernetes_tracker import PodTracker
 
 
 class DeviceLookup:
-    def __init__(self, source: DeviceSource, tracker: PodTracker, *, node: str | None,
-                 followed: Callable[[], Container[tuple[str, str]]]) -> None:
+    def __init__(
+        self,
+        source: DeviceSource,
+        tracker: PodTracker,
+        *,
+        node: str | None,
+        followed: Callable[[], Container[tuple[str, str]]],
+    ) -> None:
         self.source = source
         self.tracker = tracker
         self.node = node
@@ -63,8 +69,12 @@ class DeviceLookup:
 
     def import_state(self, saved: Any) -> None:
         for entry in saved if isinstance(saved, list) else []:
-            if isinstance(entry, list) and len(entry) == 4 and all(isinstance(v, str) for v in entry[:3]) \
-                    and isinstance(entry[3], list):
+            if (
+                isinstance(entry, list)
+                and len(entry) == 4
+                and all(isinstance(v, str) for v in entry[:3])
+                and isinstance(entry[3], list)
+            ):
                 self._devices[(entry[0], entry[1], entry[2])] = [str(d) for d in entry[3]]
         self.tracker.set_devices(self._devices)
 

@@ -29,7 +29,7 @@ def compress_hostlist(names: list[str]) -> str:
         return names[0]
     prefix = names[0].rstrip("0123456789")
     width = len(names[0]) - len(prefix)
-    numbers = sorted(int(n[len(prefix):]) for n in names)
+    numbers = sorted(int(n[len(prefix) :]) for n in names)
     ranges: list[str] = []
     run_start = prev = numbers[0]
     for n in [*numbers[1:], -1]:  # -1: a sentinel that closes the last run

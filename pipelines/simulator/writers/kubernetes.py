@@ -74,16 +74,36 @@ def _pods(specs: list[JobSpec]) -> list[PodView]:
 def _bad_pod(cfg: SimConfig, cluster: Cluster, t: int) -> dict[str, Any]:
     node = cluster.by_scheduler("kubernetes")[0]
     created = rfc3339(cfg.at(t))
-    return {"kind": "Pod", "apiVersion": "v1",
-            "metadata": {"name": "sandbox-debug-x7k2p", "namespace": "ml-sandbox",
-                         "uid": "00000000-0000-4000-8000-0000000000bd", "creationTimestamp": created,
-                         "labels": {"gpuledger.io/kind": "batch"}},
-            "spec": {"nodeName": node.name, "restartPolicy": "Never",
-                     "containers": [{"name": "worker", "image": "registry.local/batch/worker:1.4",
-                                     "resources": {"limits": {"nvidia.com/gpu": "-1"}}}]},
-            "status": {"phase": "Running", "startTime": created, "hostIP": node.ip,
-                       "containerStatuses": [{"name": "worker", "ready": True, "restartCount": 0,
-                                              "state": {"running": {"startedAt": created}}}]}}
+    return {
+        "kind": "Pod",
+        "apiVersion": "v1",
+        "metadata": {
+            "name": "sandbox-debug-x7k2p",
+            "namespace": "ml-sandbox",
+            "uid": "00000000-0000-4000-8000-0000000000bd",
+            "creationTimestamp": created,
+            "labels": {"gpuledger.io/kind": "batch"},
+        },
+        "spec": {
+            "nodeName": node.name,
+            "restartPolicy": "Never",
+            "containers": [
+                {
+                    "name": "worker",
+                    "image": "registry.local/batch/worker:1.4",
+                    "resources": {"limits": {"nvidia.com/gpu": "-1"}},
+                }
+            ],
+        },
+        "status": {
+            "phase": "Running",
+            "startTime": created,
+            "hostIP": node.ip,
+            "containerStatuses": [
+                {"name": "worker", "ready": True, "restartCount": 0, "state": {"running": {"startedAt": created}}}
+            ],
+        },
+    }
 
 
 def write_watch(path: Path, cfg: SimConfig, cluster: Cluster, specs: list[JobSpec]) -> int:
@@ -108,4 +128,3 @@ def write_watch(path: Path, cfg: SimConfig, cluster: Cluster, specs: list[JobSpe
     lines.insert(middle + 1, lines[middle][: max(len(lines[middle]) // 2, 10)])
     write_text(path, "\n".join(lines) + "\n")
     return MALFORMED
-

@@ -28,13 +28,19 @@ def write_org(path: Path, cfg: SimConfig, versions: list[OrgVersion]) -> None:
 def write_pricing(path: Path, cfg: SimConfig, effective_from: int) -> None:
     hourly = ", ".join(f"{k}: {v}" for k, v in GPU_HOURLY.items())
     monthly = ", ".join(f"{k}: {v}" for k, v in MONTHLY.items())
-    write_text(path, "\n".join([
-        "versions:",
-        f"  - effective_from: {rfc3339(cfg.at(effective_from))}",
-        "    currency: USD",
-        f"    gpu_hourly: {{{hourly}}}",
-        f"    monthly: {{{monthly}}}",
-        "    idle_policy: spread",
-        "    energy_per_kwh: 0.12          # shown beside the GPU-hours (part of the GPU-hour rate)",
-        "    carbon_g_per_kwh: 350",
-    ]) + "\n")
+    write_text(
+        path,
+        "\n".join(
+            [
+                "versions:",
+                f"  - effective_from: {rfc3339(cfg.at(effective_from))}",
+                "    currency: USD",
+                f"    gpu_hourly: {{{hourly}}}",
+                f"    monthly: {{{monthly}}}",
+                "    idle_policy: spread",
+                "    energy_per_kwh: 0.12          # shown beside the GPU-hours (part of the GPU-hour rate)",
+                "    carbon_g_per_kwh: 350",
+            ]
+        )
+        + "\n",
+    )

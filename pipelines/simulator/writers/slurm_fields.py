@@ -7,10 +7,25 @@ from typing import Any
 from pipelines.simulator.config import GPU_MODELS
 from pipelines.simulator.model.jobs import Attempt, JobSpec
 
-TRES_IDS = {"cpu": 1, "mem": 2, "node": 4, "billing": 5, "gres/gpu": 1001, "gres/gpu:a100": 1002,
-            "gres/gpu:h100": 1003, "gres/gpu:h200": 1004}
-EXIT = {None: (0, None), "app_error": (1, None), "oom": (0, 9), "timeout": (0, 15), "cancelled": (0, 15),
-        "preempted": (0, 15), "node_failure": (0, 9)}
+TRES_IDS = {
+    "cpu": 1,
+    "mem": 2,
+    "node": 4,
+    "billing": 5,
+    "gres/gpu": 1001,
+    "gres/gpu:a100": 1002,
+    "gres/gpu:h100": 1003,
+    "gres/gpu:h200": 1004,
+}
+EXIT = {
+    None: (0, None),
+    "app_error": (1, None),
+    "oom": (0, 9),
+    "timeout": (0, 15),
+    "cancelled": (0, 15),
+    "preempted": (0, 15),
+    "node_failure": (0, 9),
+}
 SIGNAL_NAMES = {9: "KILL", 15: "TERM"}
 MEM_PER_CPU_MB = 8000
 
@@ -22,9 +37,14 @@ def no_val(number: int, infinite: bool = False) -> dict[str, Any]:
 def exit_code(reason: str | None, ended: bool) -> dict[str, Any]:
     code, signal = EXIT[reason] if ended else (0, None)
     status = ["SUCCESS"] if code == 0 and signal is None else (["SIGNALED"] if signal else ["FAILED"])
-    return {"status": status, "return_code": no_val(code),
-            "signal": {"id": {"set": signal is not None, "infinite": False, "number": signal or 0},
-                       "name": SIGNAL_NAMES.get(signal or 0, "")}}
+    return {
+        "status": status,
+        "return_code": no_val(code),
+        "signal": {
+            "id": {"set": signal is not None, "infinite": False, "number": signal or 0},
+            "name": SIGNAL_NAMES.get(signal or 0, ""),
+        },
+    }
 
 
 def _ranges(indices: list[int]) -> str:
@@ -64,10 +84,17 @@ def _gpu_counts(attempt: Attempt | None, spec: JobSpec | None) -> tuple[int, dic
 def tres_list(attempt: Attempt | None, cpus: int, spec: JobSpec | None = None) -> list[dict[str, Any]]:
     nodes = len(attempt.nodes) if attempt else (spec.nodes if spec else 1)
     total, typed = _gpu_counts(attempt, spec)
-    entries = [("cpu", "", cpus), ("mem", "", cpus * MEM_PER_CPU_MB), ("node", "", nodes), ("billing", "", cpus),
-               ("gres", "gpu", total)] + [("gres", f"gpu:{t}", n) for t, n in sorted(typed.items())]
-    return [{"type": kind, "name": name, "id": TRES_IDS[f"{kind}/{name}" if name else kind], "count": count}
-            for kind, name, count in entries]
+    entries = [
+        ("cpu", "", cpus),
+        ("mem", "", cpus * MEM_PER_CPU_MB),
+        ("node", "", nodes),
+        ("billing", "", cpus),
+        ("gres", "gpu", total),
+    ] + [("gres", f"gpu:{t}", n) for t, n in sorted(typed.items())]
+    return [
+        {"type": kind, "name": name, "id": TRES_IDS[f"{kind}/{name}" if name else kind], "count": count}
+        for kind, name, count in entries
+    ]
 
 
 def tres_string(attempt: Attempt | None, cpus: int, spec: JobSpec | None = None) -> str:

@@ -55,8 +55,9 @@ class NodeCounters:
         return np.round(self.read0 + np.cumsum(self.read)), np.round(self.write0 + np.cumsum(self.write))
 
 
-def node_counters(cfg: SimConfig, cluster: Cluster, state: SimState, rng: np.random.Generator,
-                  stall: StorageStall | None) -> dict[str, NodeCounters]:
+def node_counters(
+    cfg: SimConfig, cluster: Cluster, state: SimState, rng: np.random.Generator, stall: StorageStall | None
+) -> dict[str, NodeCounters]:
     """Every node's disk traffic; during the planted storage stall its node reads at its ceiling."""
     step, steps = cfg.scrape_interval_s, cfg.steps
     out = {}
@@ -75,7 +76,7 @@ def node_counters(cfg: SimConfig, cluster: Cluster, state: SimState, rng: np.ran
     if stall is not None:
         c = out[stall.node]
         ceiling = max(float((c.read + c.write).max()), STALL_MIN_RATE * step)
-        c.read[stall.k1:stall.k2] = ceiling - c.write[stall.k1:stall.k2]
+        c.read[stall.k1 : stall.k2] = ceiling - c.write[stall.k1 : stall.k2]
     return out
 
 
@@ -123,7 +124,7 @@ def lustre_counters(cfg: SimConfig, state: SimState, rng: np.random.Generator) -
         alive = np.zeros(cfg.steps, bool)
         for attempt in attempts:
             end = attempt.end if attempt.end is not None else cfg.horizon
-            alive[-(-attempt.start // step):-(-end // step)] = True
+            alive[-(-attempt.start // step) : -(-end // step)] = True
             _spread(read, cfg, attempt.run_start, min(attempt.run_start + 240, end), rng.uniform(1e9, 5e10))
             for ckpt in attempt.checkpoints:
                 _spread(write if ckpt.kind == "write" else read, cfg, ckpt.started, ckpt.finished, ckpt.bytes)
@@ -134,23 +135,30 @@ def lustre_counters(cfg: SimConfig, state: SimState, rng: np.random.Generator) -
 def _lustre(jobs: dict[str, JobCounters], ts: list[str]) -> list[str]:
     out = []
     for job_id, c in sorted(jobs.items()):
-        labels = {"component": "ost", "jobid": job_id, "target": f"scratch-OST{int(job_id) % 8:04x}",
-                  "instance": "oss01:9169", "job": "lustre"}
+        labels = {
+            "component": "ost",
+            "jobid": job_id,
+            "target": f"scratch-OST{int(job_id) % 8:04x}",
+            "instance": "oss01:9169",
+            "job": "lustre",
+        }
         for name, total in (("lustre_job_read_bytes_total", c.read), ("lustre_job_write_bytes_total", c.write)):
             out.append(_series(name, labels, c.steps, [prom_value(total[k]) for k in c.steps], ts))
     return out
 
 
-def write_node_exporter(path: Path, cfg: SimConfig, cluster: Cluster, counters: dict[str, NodeCounters],
-                        jobs: dict[str, JobCounters]) -> int:
+def write_node_exporter(
+    path: Path, cfg: SimConfig, cluster: Cluster, counters: dict[str, NodeCounters], jobs: dict[str, JobCounters]
+) -> int:
     ts = [prom_value(cfg.start_epoch + k * cfg.scrape_interval_s) for k in range(cfg.steps)]
     every = list(range(cfg.steps))
     parts = []
     bad_node, bad_step = unreadable(cluster, cfg)
     for name, c in sorted(counters.items()):
         labels = {"device": "nvme0n1", "instance": f"{name}:9100", "job": "node-exporter"}
-        for metric, arr in zip(("node_disk_read_bytes_total", "node_disk_written_bytes_total"), c.readings(),
-                               strict=True):
+        for metric, arr in zip(
+            ("node_disk_read_bytes_total", "node_disk_written_bytes_total"), c.readings(), strict=True
+        ):
             values = [prom_value(v) for v in arr.tolist()]
             if name == bad_node and metric == "node_disk_written_bytes_total":
                 values[bad_step] = "n/a"
@@ -164,15 +172,37 @@ def write_checkpoints(path: Path, cfg: SimConfig, state: SimState) -> int:
     rows = []
     for attempt in state.attempts:
         for c in attempt.checkpoints:
-            rows.append((c.started, attempt.job_id, attempt.number, {
-                "job_id": attempt.job_id, "attempt": attempt.number, "kind": c.kind, "path": c.path,
-                "bytes": c.bytes, "started": rfc3339(cfg.at(c.started)), "finished": rfc3339(cfg.at(c.finished)),
-                "node": c.node, "cluster": cfg.cluster}))
+            rows.append(
+                (
+                    c.started,
+                    attempt.job_id,
+                    attempt.number,
+                    {
+                        "job_id": attempt.job_id,
+                        "attempt": attempt.number,
+                        "kind": c.kind,
+                        "path": c.path,
+                        "bytes": c.bytes,
+                        "started": rfc3339(cfg.at(c.started)),
+                        "finished": rfc3339(cfg.at(c.finished)),
+                        "node": c.node,
+                        "cluster": cfg.cluster,
+                    },
+                )
+            )
     rows.sort(key=lambda r: r[:3])
     lines = [orjson.dumps(r[3]).decode() for r in rows]
-    fake = {"job_id": "99997", "attempt": 1, "kind": "write", "path": "/lustre/scratch/tmp/99997/ckpt-000001",
-            "bytes": 1_000_000, "started": rfc3339(cfg.at(cfg.horizon // 2)),
-            "finished": rfc3339(cfg.at(cfg.horizon // 2 - 60)), "node": "gpu001", "cluster": cfg.cluster}
+    fake = {
+        "job_id": "99997",
+        "attempt": 1,
+        "kind": "write",
+        "path": "/lustre/scratch/tmp/99997/ckpt-000001",
+        "bytes": 1_000_000,
+        "started": rfc3339(cfg.at(cfg.horizon // 2)),
+        "finished": rfc3339(cfg.at(cfg.horizon // 2 - 60)),
+        "node": "gpu001",
+        "cluster": cfg.cluster,
+    }
     whole = orjson.dumps({**fake, "started": rfc3339(cfg.at(cfg.horizon // 4))}).decode()
     lines.insert(len(lines) // 3, whole[: len(whole) // 2])
     lines.insert(2 * len(lines) // 3, orjson.dumps(fake).decode())

@@ -171,9 +171,38 @@ def parse_query_range(
         )
         if fast is not None:
             return fast
+        split = dcgm_matrix.read_by_node(
+            answer,
+            cluster=cluster,
+            node=node,
+            interval_s=_interval(interval_s),
+            fields=FIELDS,
+            describe=_series,
+            blank=_is_blank,
+        )
+        if split is not None and split[0].events:  # the clean nodes as columns, the others record by record
+            done, rest = split
+            slow = _by_record(
+                {"status": "success", "data": {"resultType": "matrix", "result": rest}},
+                cluster=cluster,
+                interval_s=interval_s,
+                origin=origin,
+                node=node,
+                whole=False,
+            )
+            slow.events = sorted([*done.events, *slow.events], key=lambda e: (e.data.node, e.time))
+            return slow
+    return _by_record(answer, cluster=cluster, interval_s=interval_s, origin=origin, node=node, whole=True)
+
+
+def _by_record(
+    answer: object, *, cluster: str, interval_s: float | None, origin: str | None, node: str | None, whole: bool
+) -> ParseResult:
+    """The record-by-record path; ``whole``: the answer is all of the input (not the part of it
+    the columnar path left), so it says when the input is not dcgm's at all."""
     reading = prom.read_api_answer(answer)
     ours = [s for s in reading.samples if s.name in FIELDS]
-    if reading.samples and not any(s.name.startswith("DCGM_FI_") for s in reading.samples):
+    if whole and reading.samples and not any(s.name.startswith("DCGM_FI_") for s in reading.samples):
         raise NotThisFormat("Prometheus answer holds no DCGM_FI_* series")
     result = _build(
         prom.Reading(ours, reading.bad),
@@ -183,7 +212,7 @@ def parse_query_range(
         interval_s=_interval(interval_s),
         origin=origin,
     )
-    if reading.samples and not ours:
+    if whole and reading.samples and not ours:
         _note_unread(result, [s.name for s in reading.samples])
     return result
 

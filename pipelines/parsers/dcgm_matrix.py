@@ -149,6 +149,56 @@ def read(
     return layout.result(cluster, interval_s, unix_stamp)
 
 
+def read_by_node(
+    answer: bytes | str,
+    *,
+    cluster: str,
+    node: str | None,
+    interval_s: float | None,
+    fields: dict[str, tuple[str, str]],
+    describe: Callable[[dict[str, str], str | None], Any],
+    blank: Callable[[str, float], bool],
+) -> tuple[ParseResult, list[Any]] | None:
+    """A matrix answer node by node: the events of every node whose series are all clean, and the
+    series left for the record-by-record path (the other nodes' and those that name no node), in
+    their order. A node's events depend only on its own series, so one bad record costs its node
+    the slow path, not the whole answer. ``None`` when the answer is not a matrix."""
+    import orjson
+
+    try:
+        obj = orjson.loads(answer)
+    except orjson.JSONDecodeError:
+        return None
+    data = obj.get("data") if isinstance(obj, dict) and obj.get("status") == "success" else None
+    if not isinstance(data, dict) or data.get("resultType") != "matrix" or not isinstance(data.get("result"), list):
+        return None
+    hosts: dict[str, list[int]] = {}
+    unplaced: list[int] = []
+    known: dict[tuple[tuple[str, str], ...], Any] = {}
+    for i, series in enumerate(data["result"]):
+        metric = series.get("metric") if isinstance(series, dict) else None
+        if not isinstance(metric, dict) or set(map(type, metric.values())) - {str}:
+            unplaced.append(i)
+            continue
+        labels = tuple(sorted((k, v) for k, v in metric.items() if k != "__name__"))
+        info = known.get(labels)
+        if info is None:
+            info = known[labels] = describe(dict(labels), node)
+        (unplaced if isinstance(info, str) else hosts.setdefault(info.host, [])).append(i)
+    done = ParseResult()
+    slow = set(unplaced)
+    for members in hosts.values():
+        layout = Layout(node, fields, describe, blank)
+        part = None
+        if all(_add(data["result"][i], layout) for i in members):
+            part = layout.result(cluster, interval_s, unix_stamp)
+        if part is None:
+            slow.update(members)
+        else:
+            done.events.extend(part.events)
+    return done, [series for i, series in enumerate(data["result"]) if i in slow]
+
+
 def _add(series: Any, layout: Layout) -> bool:
     metric = series.get("metric") if isinstance(series, dict) else None
     points = series.get("values") if isinstance(series, dict) else None

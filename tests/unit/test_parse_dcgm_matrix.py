@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -238,3 +239,22 @@ def test_a_plain_scrape_takes_the_columnar_path() -> None:
     assert outcome(fast) == outcome(slow) and outcome(
         dcgm.parse_exposition(text, cluster="c1", scrape_time=T0)
     ) == outcome(slow)
+
+
+def test_one_bad_record_sends_only_its_node_record_by_record(monkeypatch: pytest.MonkeyPatch) -> None:
+    answer = orjson.loads(query_range_answer(Load(4, 30, node_prefix="m"), 6))
+    bad = next(s for s in answer["data"]["result"] if s["metric"].get("Hostname", "").endswith("2"))
+    bad["values"][1][1] = "not a number"
+    read: list[set[str]] = []
+    record_path = dcgm._build
+
+    def spy(reading: Any, **kw: Any) -> ParseResult:
+        read.append({s.labels.get("Hostname", "") for s in reading.samples})
+        return record_path(reading, **kw)
+
+    monkeypatch.setattr(dcgm, "_build", spy)
+    mixed = dcgm.parse_query_range(orjson.dumps(answer), cluster="c1")
+    assert read == [{bad["metric"]["Hostname"]}]  # the three clean nodes took the columnar path
+    whole = dcgm.parse_query_range(answer, cluster="c1")  # a decoded answer: all of it record by record
+    assert outcome(mixed) == outcome(whole) and len(mixed.dead_letters) == 1
+    assert [e.data.gpus for e in mixed.events] == [e.data.gpus for e in whole.events]

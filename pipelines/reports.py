@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, cast
 
-from pipelines.cli.main_errors import UsageFailure
 from pipelines.windows import BadWindow, parse_window
 from sql import load_query
 from sql.values import plain
@@ -55,7 +54,7 @@ IDLE_CAUSE_RULES: tuple[tuple[str, Any], ...] = (
 )
 
 
-class BadRequest(UsageFailure):
+class BadRequest(ValueError):
     """A report asked for with a parameter it does not take (exit 2 in the CLI, 400 in the API)."""
 
 

@@ -129,7 +129,9 @@ def main() -> None:
     except Exception as exc:  # the CLI boundary: one clear line instead of a traceback
         if os.environ.get("GPULEDGER_DEBUG"):
             raise
-        code = 2 if isinstance(exc, UsageFailure) or type(exc).__name__ == "NotThisFormat" else 1
+        from pipelines.reports import BadRequest  # a report's bad window or grouping: a bad option too
+
+        code = 2 if isinstance(exc, UsageFailure | BadRequest) or type(exc).__name__ == "NotThisFormat" else 1
         message = " ".join(str(exc).split()) or type(exc).__name__
         if isinstance(exc, ModuleNotFoundError):
             message = missing_extra(exc) or message

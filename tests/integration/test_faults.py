@@ -197,11 +197,11 @@ def malformed(i: int) -> bytes:
         return good[: len(good) // 2]
     if kind == 2:
         return orjson.dumps({"identifier": i, "payload": "not an envelope"})
-    obj = orjson.loads(good)
+    obj = orjson.loads(good)  # a node scrape in columns (gpu.sample schema version 2)
     if kind == 3:
-        obj["data"]["gpus"] = f"eight gpus, honest ({i})"
+        obj["data"]["gr_engine_active"] = f"eight gpus, honest ({i})"
     else:
-        obj["data"]["gpus"][0]["gr_engine_active"] = 1.5 + i
+        obj["data"]["gr_engine_active"][0] = 1.5 + i
     return orjson.dumps(obj)
 
 

@@ -26,8 +26,8 @@ from bench.load import Load, encode, publish
 from dagster_project.defs.exports.files import read
 from infra.services import endpoint_service
 from pipelines.cli.export_cmd import register
-from pipelines.cli.main_errors import UsageFailure
 from pipelines.cli.report_cmd import report_app
+from pipelines.reports import BadRequest
 from pipelines.settings import Settings, reset_settings
 from sql.client import get_client
 from tests.conftest import Endpoints
@@ -90,7 +90,7 @@ def test_injection_in_cli_filters_matches_nothing_and_changes_nothing(warehouse:
             assert _report([command, *RANGE, "--cluster", text]) == [], (command, text)
     bad_by = CliRunner().invoke(_app(), ["report", "gpu-hours", *RANGE, "--by", "team; DROP TABLE fact_windows"])
     # a dimension is checked against the report's list before any query (the real CLI exits 2)
-    assert isinstance(bad_by.exception, UsageFailure) and "unknown grouping" in str(bad_by.exception)
+    assert isinstance(bad_by.exception, BadRequest) and "unknown grouping" in str(bad_by.exception)
     assert _tables(warehouse) == before
 
 

@@ -45,7 +45,7 @@ point in the answer is not seen: read from before the job started.
 from __future__ import annotations
 
 from collections import defaultdict
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import orjson
@@ -53,13 +53,12 @@ import orjson
 from pipelines.events import event_id
 from pipelines.parsers import prom
 from pipelines.parsers.base import NotThisFormat, ParseResult, json_lines
-from pipelines.times import floor_hour, parse_rfc3339
+from pipelines.times import HOUR, floor_hour, parse_rfc3339
 from pipelines.topics import STORAGE_IO
 
 SOURCE = "outputs"
 TOPIC = STORAGE_IO.name
 COUNTERS = {"vllm:generation_tokens_total": "tokens_generated", "vllm:prompt_tokens_total": "tokens_prompt"}
-HOUR = timedelta(hours=1)
 
 
 def parse(

@@ -16,6 +16,7 @@ from typing import Any
 
 from bench.load import Load, publish_paced
 from pipelines.settings import Settings
+from pipelines.times import as_utc
 from sql.client import get_client
 
 POLL_S = 0.2
@@ -43,7 +44,7 @@ class Poller(threading.Thread):
                 rows = client.query(sql, parameters=params).result_rows
                 now = time.time()
                 for t, count in rows:
-                    key = t.replace(tzinfo=self._load.start.tzinfo) if t.tzinfo is None else t
+                    key = as_utc(t)
                     if count >= self._load.samples_per_round and key not in self.seen:
                         self.seen[key] = now
                 if self.expected and len(self.seen) >= self.expected:

@@ -28,7 +28,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,7 @@ from bench import cpu
 from bench.load import Load, encode, gpu_samples_in, publish, publish_paced
 from bench.worker import Worker, reflect
 from pipelines.settings import Settings
+from pipelines.times import floor_seconds, from_epoch
 from streams.attribution.state import IDLE_FLUSH_S
 
 PREFIX = "live"
@@ -135,13 +136,9 @@ def _until_window_end(settings: Settings) -> None:
     """Sleep until the current window has ended and the step after it can have run: no window with
     the scrapes just published is written before (``streams.attribution.step``)."""
     w = settings.window_seconds
-    time.sleep(max(math.floor(time.time() / w) * w + w + IDLE_FLUSH_S + 1.0 - time.time(), 0.0))
-
-
-def _utc(seconds: float) -> datetime:
-    return datetime.fromtimestamp(seconds, UTC)
+    time.sleep(max(floor_seconds(time.time(), w) + w + IDLE_FLUSH_S + 1.0 - time.time(), 0.0))
 
 
 def _before(seconds: float) -> datetime:
     """``seconds`` before now, to the whole second."""
-    return _utc(math.floor(time.time()) - seconds)
+    return from_epoch(math.floor(time.time()) - seconds)

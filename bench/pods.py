@@ -14,25 +14,22 @@ from typing import Any
 import orjson
 
 from bench.load import Load
+from pipelines.times import utc_text
 
 GPUS_PER_POD = 4
-
-
-def _time(moment: datetime) -> str:
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _state(index: int, started: datetime) -> tuple[str, dict[str, Any]]:
     """(pod phase, container state) of pod ``index``."""
     if index % 4 == 0:
-        return "Running", {"running": {"startedAt": _time(started)}}
+        return "Running", {"running": {"startedAt": utc_text(started)}}
     failed = index % 2 == 1
     finished = started + timedelta(minutes=30 + index % 50)
     terminated = {
         "exitCode": 137 if failed else 0,
         "reason": "OOMKilled" if failed else "Completed",
-        "startedAt": _time(started),
-        "finishedAt": _time(finished),
+        "startedAt": utc_text(started),
+        "finishedAt": utc_text(finished),
         "containerID": f"containerd://{uuid.uuid5(uuid.NAMESPACE_URL, str(index)).hex}",
     }
     return ("Failed" if failed else "Succeeded"), {"terminated": terminated}
@@ -54,7 +51,7 @@ def pod(load: Load, index: int) -> dict[str, Any]:
             "namespace": team,
             "uid": str(uuid.uuid5(uuid.NAMESPACE_URL, f"pod/{index}")),
             "resourceVersion": str(100_000 + index),
-            "creationTimestamp": _time(created),
+            "creationTimestamp": utc_text(created),
             "labels": {"team": team, "job-name": job, "batch.kubernetes.io/job-name": job},
             "ownerReferences": [
                 {
@@ -82,9 +79,9 @@ def pod(load: Load, index: int) -> dict[str, Any]:
         "status": {
             "phase": phase,
             "qosClass": "Guaranteed",
-            "startTime": _time(started),
+            "startTime": utc_text(started),
             "hostIP": f"10.0.{index % load.nodes // 250}.{index % load.nodes % 250}",
-            "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": _time(created)}],
+            "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": utc_text(created)}],
             "containerStatuses": [
                 {
                     "name": "trainer",

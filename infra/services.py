@@ -13,7 +13,6 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ from infra.errors import ServiceError
 from infra.kafka import broker
 from infra.process import Service, differences, read_pid, start, stop
 from pipelines.settings import Settings
+from pipelines.times import EPOCH
 from sql import load_query
 from sql.client import get_client, server_client
 from sql.errors import describe
@@ -156,9 +156,9 @@ def apply_migrations(settings: Settings) -> MigrationReport:
     try:
         report = migrate(admin, client, settings.clickhouse_database, settings.clickhouse_cluster)
         if ROLLUP_MIGRATION in report.applied:  # facts written before the rollup existed: build their hours
-            rollup.rebuild_stale(client, datetime(1970, 1, 1, tzinfo=UTC))
+            rollup.rebuild_stale(client, EPOCH)
         elif ORG_SCOPE_MIGRATION in report.applied:  # hours built before org versions were per cluster
-            rollup.rebuild_since(client, "", datetime(1970, 1, 1, tzinfo=UTC))
+            rollup.rebuild_since(client, "", EPOCH)
         report.reader = _reader_account(admin, settings)
         return report
     finally:

@@ -47,15 +47,12 @@ from pydantic import (
 )
 
 from pipelines import topics
+from pipelines.times import as_utc
 
 SCHEMA_VERSION = 1
 
 
-def _to_utc(value: datetime) -> datetime:
-    return value.astimezone(UTC)
-
-
-UtcDatetime = Annotated[AwareDatetime, AfterValidator(_to_utc)]
+UtcDatetime = Annotated[AwareDatetime, AfterValidator(as_utc)]
 Ratio = Annotated[float, Field(ge=0.0, le=1.0)]
 NonNegative = Annotated[float, Field(ge=0.0)]
 

@@ -24,7 +24,7 @@ Wire form (UTF-8 JSON, the same envelope as every event)::
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from itertools import chain
 from typing import Any, Literal, cast, get_args
 
@@ -32,6 +32,7 @@ import orjson
 from pydantic import ConfigDict
 
 from pipelines.events import GpuMetricsData, GpuMetricsEvent, GpuSample, InvalidEvent, Source
+from pipelines.times import MissingOffset, parse_rfc3339
 
 COLUMNS_VERSION = 2
 RATIOS = ("gr_engine_active", "gpu_util", "sm_active", "tensor_active", "dram_active")
@@ -189,12 +190,11 @@ def _time(value: Any) -> datetime:
     if not isinstance(value, str):
         raise InvalidEvent("time: an RFC 3339 time with offset is required")
     try:
-        parsed = datetime.fromisoformat(value)
+        return parse_rfc3339(value)
+    except MissingOffset:
+        raise InvalidEvent(f"time: an offset is required: {value[:40]!r}") from None
     except ValueError:
         raise InvalidEvent(f"time: not an RFC 3339 time: {value[:40]!r}") from None
-    if parsed.tzinfo is None:
-        raise InvalidEvent(f"time: an offset is required: {value[:40]!r}")
-    return parsed.astimezone(UTC)
 
 
 # the value checks, by group: (fields, value types, lowest, highest, what a value must be)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, cast
 
+from pipelines.times import parse_iso
 from pipelines.windows import BadWindow, parse_window
 from sql import load_query
 from sql.values import plain
@@ -140,10 +141,9 @@ def parse_time(text: str | None, default: datetime) -> datetime:
     if text is None:
         return default
     try:
-        value = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        return parse_iso(text)
     except ValueError:
         raise BadRequest(f"not an ISO 8601 time: {text!r}") from None
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 def parse_by(report: Report, by: str | Sequence[str] | None) -> list[str]:

@@ -6,9 +6,10 @@ as [start, end) with ``end`` exclusive. Used by every report, export and the HTT
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 from pipelines.errors import PipelineError
+from pipelines.times import as_utc, day_bounds, floor_day, month_bounds, month_start, next_month
 
 WINDOW_HELP = "7d, 24h, 90m, today, yesterday, month-to-date, last-month, a month YYYY-MM or a day YYYY-MM-DD (UTC)"
 _DURATION = re.compile(r"^(\d+)([dhm])$")
@@ -21,18 +22,10 @@ class BadWindow(PipelineError):
     """A window that is not one of the forms in ``WINDOW_HELP``."""
 
 
-def month_start(t: datetime) -> datetime:
-    return t.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
-
-
-def next_month(t: datetime) -> datetime:
-    return month_start(month_start(t) + timedelta(days=32))
-
-
 def parse_window(text: str, now: datetime | None = None) -> tuple[datetime, datetime]:
     """[start, end) of a window; relative ones end now (durations) or at a day/month boundary."""
-    now = (now or datetime.now(UTC)).astimezone(UTC)
-    today = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    now = as_utc(now or datetime.now(UTC))
+    today = floor_day(now)
     word = text.strip().lower()
     if match := _DURATION.match(word):
         amount = int(match.group(1))
@@ -49,14 +42,13 @@ def parse_window(text: str, now: datetime | None = None) -> tuple[datetime, date
         this = month_start(now)
         return month_start(this - timedelta(days=1)), this
     if match := _MONTH.match(word):
-        start = datetime(int(match.group(1)), int(match.group(2)), 1, tzinfo=UTC)
-        return start, next_month(start)
+        return month_bounds(date(int(match.group(1)), int(match.group(2)), 1))
     if match := _DAY.match(word):
         try:
-            start = datetime(int(match.group(1)), int(match.group(2)), int(match.group(3)), tzinfo=UTC)
+            day = date(int(match.group(1)), int(match.group(2)), int(match.group(3)))
         except ValueError:
             raise BadWindow(f"window {text!r} is not a calendar day") from None
-        return start, start + timedelta(days=1)
+        return day_bounds(day)
     raise BadWindow(f"window {text!r} is not one of: {WINDOW_HELP}")
 
 

@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from pipelines import events as ev
 from pipelines.producer import EventProducer
 from pipelines.settings import Settings
+from pipelines.times import EPOCH
 from streams.ingest.sink import check_not_future
 from streams.store import Warehouse
 
@@ -34,7 +35,7 @@ def replay_dead_letters(
     try:
         rows = wh.query(
             "dead_letters_to_replay",
-            {"topic": topic, "since": since or datetime(1970, 1, 1, tzinfo=UTC), "again": int(again)},
+            {"topic": topic, "since": since or EPOCH, "again": int(again)},
         )
         not_after = datetime.now(UTC) + timedelta(seconds=settings.future_tolerance_seconds)
         valid: list[tuple[str, ev.Envelope]] = []

@@ -34,20 +34,14 @@ from typing import Any
 
 from clickhouse_connect.driver.client import Client
 
+from pipelines.times import HOUR, as_utc, floor_hour
 from sql import load_query
-from sql.values import as_utc
 
 Written = tuple[str, str, datetime, datetime]  # (cluster, node, start, end) of one facts write
 Batch = tuple[str, list[str], datetime, datetime]  # (cluster, nodes, hour_start, hour_end) of one rebuild
 
-HOUR = timedelta(hours=1)
 CHUNK = timedelta(days=1)  # rebuild_since writes at most this much per INSERT, to bound its memory
 STEP_BUDGET = timedelta(days=7)  # hours of requested rebuilds one attribution step works off
-
-
-def floor_hour(t: datetime) -> datetime:
-    """The start of ``t``'s UTC hour."""
-    return as_utc(t).replace(minute=0, second=0, microsecond=0)
 
 
 def hour_span(start: datetime, end: datetime) -> tuple[datetime, datetime]:

@@ -28,10 +28,10 @@ from clickhouse_connect.driver.client import Client
 
 from pipelines.events import AllocationData
 from pipelines.settings import Settings
+from pipelines.times import as_utc, from_epoch
 from sql import load_query
 from sql.client import get_client
 from sql.errors import describe, is_transient
-from sql.values import as_utc
 from streams import rollup
 from streams.attribution.attempts import AttemptFact, Checkpoint
 from streams.attribution.compute import InventoryGpu, NodeInputs, NodeState, SampleColumns
@@ -44,7 +44,7 @@ log = logging.getLogger(__name__)
 RETRIES = 6
 
 
-__all__ = ["NodeFacts", "PendingNode", "Quarantine", "Warehouse", "to_utc"]  # NodeFacts: attribution.rows
+__all__ = ["NodeFacts", "PendingNode", "Quarantine", "Warehouse"]  # NodeFacts: attribution.rows
 
 
 class PendingNode(NamedTuple):
@@ -264,7 +264,7 @@ class Warehouse:
     ) -> dict[str, NodeInputs]:
         """Per node: the GPUs it reported within ``horizon_s`` before ``start`` (state before
         ``loaded[node]``, the node's first loaded sample time), and its drained/down/up states up to ``end``."""
-        since = datetime.fromtimestamp(start.timestamp() - horizon_s, tz=UTC)
+        since = from_epoch(start.timestamp() - horizon_s)
         inv = self.query(
             "attribution_inventory",
             {
@@ -345,7 +345,3 @@ def _attempt_row(cluster: str, f: AttemptFact, version: int) -> dict[str, Any]:
     row["cluster"] = cluster
     row["version"] = version
     return row
-
-
-def to_utc(seconds: float) -> datetime:
-    return datetime.fromtimestamp(seconds, tz=UTC)

@@ -32,8 +32,8 @@ from pipelines.collectors import storage as storage_collector
 from pipelines.collectors.base import Batch, Collector, Deduplicated, RunStats, producer_sink, run
 from pipelines.collectors.state import default_state_path
 from pipelines.errors import SourceUnavailable
-from pipelines.parsers import prom
 from pipelines.settings import get_settings
+from pipelines.times import time_hint
 
 console = Console(stderr=True)
 collect_app = typer.Typer(
@@ -122,7 +122,7 @@ def _time(value: str | None, option: str) -> datetime | None:
     if value is None:
         return None
     try:
-        result = prom.time_hint(value)
+        result = time_hint(value)
     except ValueError:
         raise UsageFailure(f"{option} {value!r} is not an ISO 8601 time") from None
     return result

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 from typing import Annotated
 
 import typer
@@ -12,10 +11,10 @@ from rich.console import Console
 from pipelines.cli.main_errors import UsageFailure
 from pipelines.reports import parse_time
 from pipelines.settings import get_settings
+from pipelines.times import EPOCH
 from pipelines.topics import DATA_TOPICS
 
 console = Console()
-EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 dlq_app = typer.Typer(help="Dead letters: records that could not become events, with the reason.", no_args_is_help=True)
 
 

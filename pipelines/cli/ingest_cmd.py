@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -19,6 +18,7 @@ from rich.console import Console
 from pipelines.parsers.base import ParseResult
 from pipelines.parsers.registry import Source, default_cluster, input_files, parse_files, summary
 from pipelines.settings import get_settings
+from pipelines.times import from_epoch, utc_text
 
 console = Console(stderr=True)
 
@@ -83,7 +83,7 @@ def ingest(
     for note in info["notes"]:
         console.print(f"  note: {note}")
     if at is None and any("--time" in reason for reason in info["dead_letter_reasons"]):
-        modified = datetime.fromtimestamp(paths[0].stat().st_mtime, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        modified = utc_text(from_epoch(paths[0].stat().st_mtime))
         console.print(
             f"  hint: {paths[0]} was last modified at {modified}; if that is when it was written, "
             f"ingest it again with --time {modified}"

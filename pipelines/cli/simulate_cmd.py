@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from pipelines.cli.main_errors import UsageFailure
+from pipelines.times import parse_iso
 
 
 def simulate(
@@ -25,10 +25,9 @@ def simulate(
     begin = None
     if start:
         try:
-            begin = datetime.fromisoformat(start.replace("Z", "+00:00"))
+            begin = parse_iso(start)
         except ValueError:
             raise UsageFailure(f"--start {start!r} is not ISO 8601") from None
-        begin = begin.replace(tzinfo=UTC) if begin.tzinfo is None else begin.astimezone(UTC)
     try:
         result = run(nodes, hours, seed, out, begin, scrape_interval_s=scrape_interval)
     except ValueError as exc:

@@ -70,7 +70,7 @@ import functools
 import os
 import time
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +87,7 @@ from pipelines.errors import SourceUnavailable
 from pipelines.parsers.base import ParseResult
 from pipelines.parsers.kubernetes_tracker import SOURCE, PodTracker
 from pipelines.parsers.sched_events import RECORD_ERRORS
+from pipelines.times import from_epoch, parse_iso
 
 GONE = 410
 
@@ -189,7 +190,7 @@ class PodWatcher:
             if self.nodes is not None:
                 self.nodes.passed_on.update(saved.get("node_states") or {})
             if saved.get("confirmed_at"):
-                self._confirmed = datetime.fromisoformat(saved["confirmed_at"])
+                self._confirmed = parse_iso(saved["confirmed_at"])
             if self.devices is not None:
                 self.devices.import_state(saved.get("devices"))
 
@@ -364,7 +365,7 @@ class PodWatcher:
             self._claim_warnings += self.claims.ensure(pod)
 
     def _now(self) -> datetime:
-        return datetime.fromtimestamp(self._clock(), UTC)
+        return from_epoch(self._clock())
 
     def close(self) -> None:
         if self.devices is not None:

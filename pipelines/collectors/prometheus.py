@@ -25,12 +25,11 @@ up to the lookback.
 
 from __future__ import annotations
 
-import math
 import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import requests
@@ -39,6 +38,7 @@ from urllib3.util.retry import Retry
 from pipelines.collectors.base import Batch
 from pipelines.errors import SourceUnavailable
 from pipelines.parsers.base import ParseResult
+from pipelines.times import ceil_seconds, floor_seconds, from_epoch, utc_iso
 
 MAX_POINTS = 11_000  # Prometheus' own limit per series and query
 
@@ -49,15 +49,7 @@ class Window:
     end: datetime  # last evaluation instant (inclusive)
 
     def __str__(self) -> str:
-        return f"{_iso(self.start)}..{_iso(self.end)}"
-
-
-def _iso(value: datetime) -> str:
-    return value.isoformat().replace("+00:00", "Z")
-
-
-def _utc(seconds: float) -> datetime:
-    return datetime.fromtimestamp(seconds, UTC)
+        return f"{utc_iso(self.start)}..{utc_iso(self.end)}"
 
 
 class RangeCursor:
@@ -87,10 +79,10 @@ class RangeCursor:
         self._cursor: float | None = None if start is None else self._up(start.timestamp())
 
     def _up(self, t: float) -> float:
-        return math.ceil(t / self.step_s - 1e-9) * self.step_s
+        return ceil_seconds(t, self.step_s, slack=1e-9)
 
     def _down(self, t: float) -> float:
-        return math.floor(t / self.step_s + 1e-9) * self.step_s
+        return floor_seconds(t, self.step_s, slack=1e-9)
 
     def _limit(self, now: float) -> float:
         settled = self._down(now - self.lag_s)
@@ -104,7 +96,7 @@ class RangeCursor:
         if self._cursor > limit:
             return None
         last = min(limit, self._cursor + (self.max_points - 1) * self.step_s)
-        return Window(_utc(self._cursor), _utc(last))
+        return Window(from_epoch(self._cursor), from_epoch(last))
 
     def advance(self, window: Window) -> None:
         """Mark ``window`` as read (call only after a successful read)."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import datetime
 from urllib.parse import urlparse
 
 import requests
@@ -22,6 +22,7 @@ import requests
 from pipelines.collectors.base import Batch
 from pipelines.errors import SourceUnavailable
 from pipelines.parsers.base import NotThisFormat, ParseResult
+from pipelines.times import from_epoch
 
 ACCEPT = "text/plain;version=0.0.4;q=1,*/*;q=0.1"  # the classic text exposition, not OpenMetrics
 ParseScrape = Callable[[bytes, datetime, str | None, str], ParseResult]  # body, time, node hint, origin
@@ -29,7 +30,7 @@ ParseScrape = Callable[[bytes, datetime, str | None, str], ParseResult]  # body,
 
 def scrape_time(seconds: float) -> datetime:
     """A wall-clock reading as a scrape timestamp: UTC, truncated to whole milliseconds."""
-    return datetime.fromtimestamp(int(seconds * 1000) / 1000.0, UTC)
+    return from_epoch(int(seconds * 1000) / 1000.0)
 
 
 def url_host(url: str) -> str | None:

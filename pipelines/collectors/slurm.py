@@ -36,7 +36,7 @@ import shlex
 import subprocess
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 
 from pipelines.collectors.base import Batch
@@ -44,6 +44,7 @@ from pipelines.collectors.state import StateFile
 from pipelines.errors import SourceUnavailable
 from pipelines.parsers import slurm
 from pipelines.parsers.base import NotThisFormat, ParseResult
+from pipelines.times import from_epoch, parse_iso
 
 SOURCE = slurm.SOURCE
 DEFAULT_SQUEUE = "squeue --json"
@@ -138,7 +139,7 @@ class SlurmCommands:
         self._state = StateFile(state_file)
         saved = self._state.load()
         if saved.get("since") and start is None:
-            self._since = datetime.fromisoformat(saved["since"])
+            self._since = parse_iso(saved["since"])
         self._node_states.update({n: tuple(v) for n, v in saved.get("node_states", {}).items()})
 
     @property
@@ -147,8 +148,8 @@ class SlurmCommands:
 
     def poll(self) -> Batch:
         now = self._clock()
-        observed = datetime.fromtimestamp(now, UTC)
-        since = self._since or datetime.fromtimestamp(now - DEFAULT_LOOKBACK_S, UTC)
+        observed = from_epoch(now)
+        since = self._since or from_epoch(now - DEFAULT_LOOKBACK_S)
         result = ParseResult()
         notes = []
         if self.squeue and not self.closed:
@@ -161,7 +162,7 @@ class SlurmCommands:
         if self.nodes and not self.closed:
             result.extend(self._changed_nodes(self._parse(self.nodes, observed)))
             notes.append("nodes")
-        self._since = datetime.fromtimestamp(now - self.overlap_s, UTC)  # only after every command worked
+        self._since = from_epoch(now - self.overlap_s)  # only after every command worked
         saved = {
             "since": self._since.isoformat(),
             "node_states": {str(n): list(v) for n, v in self._node_states.items()},

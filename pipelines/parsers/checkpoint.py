@@ -39,6 +39,7 @@ import orjson
 from pipelines.events import event_id
 from pipelines.parsers import prom
 from pipelines.parsers.base import NotThisFormat, ParseResult, json_lines
+from pipelines.times import parse_rfc3339
 from pipelines.topics import STORAGE_IO
 
 SOURCE = "checkpoint"
@@ -112,8 +113,8 @@ def _data(rec: dict[str, Any]) -> dict[str, Any]:
         "kind": kind,
         "path": _str(rec, "path"),
         "bytes": _int(rec, "bytes", 0),
-        "started": prom.rfc3339(rec["started"]),
-        "finished": prom.rfc3339(rec["finished"]),
+        "started": parse_rfc3339(rec["started"]),
+        "finished": parse_rfc3339(rec["finished"]),
     }
     if rec.get("attempt") is not None:
         data["attempt"] = _int(rec, "attempt", 1)

@@ -69,6 +69,7 @@ from pipelines.gpu_columns import GpuColumns, columns_event
 from pipelines.parsers import dcgm_matrix, dcgm_text, prom
 from pipelines.parsers.base import NotThisFormat, ParseResult
 from pipelines.parsers.dcgm_labels import k8s_mapping, node_of
+from pipelines.times import time_hint
 from pipelines.topics import GPU_METRICS
 
 SOURCE = "dcgm"
@@ -128,7 +129,7 @@ def parse_exposition(
     fast = dcgm_text.read(
         text,
         cluster=cluster,
-        scrape_time=prom.time_hint(scrape_time),
+        scrape_time=time_hint(scrape_time),
         node=node,
         interval_s=_interval(interval_s),
         fields=FIELDS,
@@ -142,7 +143,7 @@ def parse_exposition(
     result = _build(
         reading,
         cluster=cluster,
-        default_time=prom.time_hint(scrape_time),
+        default_time=time_hint(scrape_time),
         node=node,
         interval_s=_interval(interval_s),
         origin=origin,

@@ -18,7 +18,7 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -26,6 +26,7 @@ import numpy as np
 from pipelines.events import event_id
 from pipelines.gpu_columns import INTS, GpuColumns, build_event
 from pipelines.parsers.base import ParseResult
+from pipelines.times import from_epoch
 
 Array = np.ndarray[Any, np.dtype[Any]]
 _FLOATS = re.compile(r"(?:[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|[Ii]nf|NaN|nan)(?:\n|\Z))*")
@@ -110,10 +111,6 @@ class Layout:
         return out
 
 
-def unix_stamp(seconds: float) -> datetime:
-    return datetime.fromtimestamp(seconds, UTC)  # in range: checked before
-
-
 def valid_times(times: Array) -> bool:
     return bool(np.isfinite(times).all() and times.min() >= _MIN_S and times.max() <= _MAX_S)
 
@@ -146,7 +143,7 @@ def read(
     layout = Layout(node, fields, describe, blank)
     if not all(_add(series, layout) for series in data["result"]):
         return None
-    return layout.result(cluster, interval_s, unix_stamp)
+    return layout.result(cluster, interval_s, from_epoch)  # in range: checked before
 
 
 def read_by_node(
@@ -191,7 +188,7 @@ def read_by_node(
         layout = Layout(node, fields, describe, blank)
         part = None
         if all(_add(data["result"][i], layout) for i in members):
-            part = layout.result(cluster, interval_s, unix_stamp)
+            part = layout.result(cluster, interval_s, from_epoch)  # in range: checked before
         if part is None:
             slow.update(members)
         else:

@@ -21,8 +21,9 @@ from typing import Any
 from pipelines.events import event_id
 from pipelines.gpu_columns import INTS, GpuColumns, build_event
 from pipelines.parsers.base import ParseResult
-from pipelines.parsers.dcgm_matrix import META, Layout, floats, order_key, unix_stamp
+from pipelines.parsers.dcgm_matrix import META, Layout, floats, order_key
 from pipelines.parsers.prom import MAX_LINE
+from pipelines.times import from_epoch
 
 _LABELS = r'(?:\{(?:[a-zA-Z_][a-zA-Z0-9_]*="[^"\\\n]*"(?:,[a-zA-Z_][a-zA-Z0-9_]*="[^"\\\n]*")*,?)?\})?'
 _LINE = r"[a-zA-Z_:][a-zA-Z0-9_:]*" + _LABELS + r" [^ \t\n]+(?: -?\d{1,19})?"
@@ -71,7 +72,7 @@ def read(
         seconds = [int(t) / 1000.0 for t in times] if times[0] else [0.0] * len(times)
         if pairs is None or not layout.place(name, pairs, seconds, values):
             return None
-    return layout.result(cluster, interval_s, unix_stamp)
+    return layout.result(cluster, interval_s, from_epoch)  # in range: checked before
 
 
 def _one_scrape(

@@ -56,9 +56,9 @@ from pipelines.parsers.sched_events import (
     decode_text,
     gc_paused,
     hint_time,
-    parse_rfc3339,
     raw_text,
 )
+from pipelines.times import optional_time
 
 GPU_RESOURCES = ("nvidia.com/gpu", "nvidia.com/gpu.shared")
 _DECODER = json.JSONDecoder()
@@ -321,7 +321,7 @@ def _is_pod(item: Any) -> bool:
 def _creation(pod: dict[str, Any]) -> tuple[datetime, str]:
     meta = as_dict(pod.get("metadata"))
     try:
-        created = parse_rfc3339(meta.get("creationTimestamp")) or _LAST
+        created = optional_time(meta.get("creationTimestamp")) or _LAST
     except ValueError:
         created = _LAST
     return created, str(meta.get("name"))

@@ -26,7 +26,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from pipelines.parsers.sched_events import as_dict, node_state_envelope, parse_rfc3339
+from pipelines.parsers.sched_events import as_dict, node_state_envelope
+from pipelines.times import optional_time
 
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 SHARING_LABEL = "nvidia.com/gpu.sharing-strategy"
@@ -52,7 +53,7 @@ def node_state(node: dict[str, Any], *, cluster: str, observed_at: datetime | No
         state, reason, since = "drained", "cordoned", (taint or {}).get("timeAdded")
     else:
         state, reason, since = "up", None, None
-    time = observed_at or parse_rfc3339(since)
+    time = observed_at or optional_time(since)
     if time is None:
         return None
     gpus, model = node_gpus(meta, status)

@@ -40,7 +40,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pipelines.parsers.kubernetes_pod import PodView, Run
-from pipelines.parsers.sched_events import parse_rfc3339
+from pipelines.times import optional_time
 
 WORKLOAD_KINDS = frozenset({"training", "inference", "notebook", "batch", "benchmark", "unknown"})
 KIND_LABELS = ("gpuledger.io/kind", "workload-kind")
@@ -184,7 +184,7 @@ def _disruption(view: PodView) -> tuple[str, datetime | None] | None:
             reason = condition.get("reason")
             return (
                 reason if isinstance(reason, str) else "DisruptionTarget",
-                parse_rfc3339(condition.get("lastTransitionTime")),
+                optional_time(condition.get("lastTransitionTime")),
             )
     return None
 

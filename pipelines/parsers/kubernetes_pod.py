@@ -32,7 +32,7 @@ from pipelines.events import mig_fraction
 from pipelines.parsers.base import json_list, json_object
 from pipelines.parsers.kubernetes_dra import DraInventory, Held
 from pipelines.parsers.kubernetes_labels import OwnerKeys, configured_owner_keys, owner_labels
-from pipelines.parsers.sched_events import parse_rfc3339
+from pipelines.times import optional_time
 
 GPU = "nvidia.com/gpu"
 SHARED = "nvidia.com/gpu.shared"
@@ -133,15 +133,15 @@ def read_pod(
         {},
     )
     labels = owner_labels(_str_map(meta.get("labels"), "labels"), owner_keys or configured_owner_keys())
-    deletion = parse_rfc3339(meta.get("deletionTimestamp"))
+    deletion = optional_time(meta.get("deletionTimestamp"))
     grace = meta.get("deletionGracePeriodSeconds")
     requested = deletion - timedelta(seconds=grace) if deletion and isinstance(grace, int) else deletion
     return PodView(
         namespace=namespace,
         name=name,
         uid=meta.get("uid") if isinstance(meta.get("uid"), str) else None,
-        created=parse_rfc3339(meta.get("creationTimestamp")),
-        start=parse_rfc3339(status.get("startTime")),
+        created=optional_time(meta.get("creationTimestamp")),
+        start=optional_time(status.get("startTime")),
         node=_opt_str(spec.get("nodeName")),
         deletion=deletion,
         deletion_requested=requested,
@@ -247,7 +247,7 @@ def _container(name: str, status: dict[str, Any]) -> GpuContainer:
         restart_count=restarts,
         terminated=_run(_state(status, "terminated")),
         last_terminated=_run(json_object(status, "lastState").get("terminated")),
-        running_since=parse_rfc3339(running.get("startedAt")) if running else None,
+        running_since=optional_time(running.get("startedAt")) if running else None,
     )
 
 
@@ -258,8 +258,8 @@ def _run(terminated: Any) -> Run | None:
     if (code is not None and not _is_int(code)) or (signal is not None and not _is_int(signal)):
         raise ValueError("terminated state with a non-integer exitCode/signal")
     return Run(
-        started=parse_rfc3339(terminated.get("startedAt")),
-        finished=parse_rfc3339(terminated.get("finishedAt")),
+        started=optional_time(terminated.get("startedAt")),
+        finished=optional_time(terminated.get("finishedAt")),
         reason=_opt_str(terminated.get("reason")),
         exit_code=code,
         signal=signal or None,
@@ -269,7 +269,7 @@ def _run(terminated: Any) -> Run | None:
 
 def _latest_time(status: dict[str, Any]) -> datetime | None:
     times = [
-        parse_rfc3339(c.get("lastTransitionTime")) for c in json_list(status.get("conditions")) if isinstance(c, dict)
+        optional_time(c.get("lastTransitionTime")) for c in json_list(status.get("conditions")) if isinstance(c, dict)
     ]
     for container in json_list(status.get("containerStatuses")):
         if isinstance(container, dict):

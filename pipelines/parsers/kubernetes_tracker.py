@@ -52,13 +52,8 @@ from pipelines.parsers import kubernetes_outcome as out
 from pipelines.parsers.base import ParseResult
 from pipelines.parsers.kubernetes_dra import DraInventory
 from pipelines.parsers.kubernetes_pod import DEVICES_ANNOTATION, PodView, read_pod
-from pipelines.parsers.sched_events import (
-    RECORD_ERRORS,
-    add_record_events,
-    allocation_envelope,
-    parse_rfc3339,
-    raw_text,
-)
+from pipelines.parsers.sched_events import RECORD_ERRORS, add_record_events, allocation_envelope, raw_text
+from pipelines.times import optional_time
 
 TOPIC = topics.SCHEDULER_ALLOCATIONS
 SOURCE = "kubernetes"
@@ -180,7 +175,7 @@ class PodTracker:
             )
             return result
         try:
-            seen = parse_rfc3339(event.get("time")) or observed_at
+            seen = optional_time(event.get("time")) or observed_at
         except ValueError as exc:
             result.reject(topic=TOPIC.name, source=SOURCE, reason=str(exc), raw=raw, origin=origin)
             return result

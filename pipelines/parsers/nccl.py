@@ -55,6 +55,7 @@ from pipelines.events import event_id
 from pipelines.parsers import prom
 from pipelines.parsers.base import NotThisFormat, ParseResult
 from pipelines.parsers.nccl_table import ERROR_LIMIT, cell, columns, header, infer, to_float
+from pipelines.times import parse_rfc3339, time_hint
 from pipelines.topics import BENCHMARKS_RUNS
 
 SOURCE = "nccl"
@@ -98,7 +99,7 @@ def parse(data: bytes | str, *, cluster: str, origin: str | None = None, **hints
     if not any(_marker(line.strip()) for line in lines):
         raise NotThisFormat("no nccl-tests header, device, table or footer line")
     runs = [r for r in _split(lines) if any(_marker(line.strip()) for line in r)]
-    when = prom.time_hint(hints.get("time"))
+    when = time_hint(hints.get("time"))
     result = ParseResult()
     for n, run_lines in enumerate(runs, 1):
         run = _Run()
@@ -274,7 +275,7 @@ def _emit(
     started = when
     if started is None and run.stamp is not None:
         try:
-            started = prom.rfc3339(run.stamp)
+            started = parse_rfc3339(run.stamp)
         except ValueError:
             started = None
     if started is None:

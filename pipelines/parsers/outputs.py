@@ -45,7 +45,7 @@ point in the answer is not seen: read from before the job started.
 from __future__ import annotations
 
 from collections import defaultdict
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import orjson
@@ -53,12 +53,12 @@ import orjson
 from pipelines.events import event_id
 from pipelines.parsers import prom
 from pipelines.parsers.base import NotThisFormat, ParseResult, json_lines
+from pipelines.times import HOUR, floor_hour, parse_rfc3339
 from pipelines.topics import STORAGE_IO
 
 SOURCE = "outputs"
 TOPIC = STORAGE_IO.name
 COUNTERS = {"vllm:generation_tokens_total": "tokens_generated", "vllm:prompt_tokens_total": "tokens_prompt"}
-HOUR = timedelta(hours=1)
 
 
 def parse(
@@ -113,8 +113,8 @@ def _record(line: str, lineno: int, cluster: str) -> tuple[dict[str, Any] | None
             "job_id": job_id,
             "unit": rec["unit"],
             "quantity": float(quantity),
-            "start": prom.rfc3339(rec["start"]),
-            "end": prom.rfc3339(rec["end"]),
+            "start": parse_rfc3339(rec["start"]),
+            "end": parse_rfc3339(rec["end"]),
         }
         if rec.get("model_name") is not None:
             data["model_name"] = rec["model_name"]
@@ -137,10 +137,6 @@ def _owner(labels: dict[str, str]) -> tuple[str, str] | None:
 
 def _series_key(sample: prom.Sample) -> str:
     return sample.name + orjson.dumps(sample.labels, option=orjson.OPT_SORT_KEYS).decode()
-
-
-def _hour(t: datetime) -> datetime:
-    return t.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
 
 
 def _parse_prometheus(text: str, cluster: str, origin: str | None, units: dict[str, str]) -> ParseResult:
@@ -168,7 +164,7 @@ def _parse_prometheus(text: str, cluster: str, origin: str | None, units: dict[s
         hours: dict[datetime, float] = defaultdict(float)
         points = sorted((s.time, s.value) for s in samples if s.time is not None)
         for (_, before), (at, after) in zip(points, points[1:], strict=False):
-            hours[_hour(at)] += after if after < before else after - before
+            hours[floor_hour(at)] += after if after < before else after - before
         unit = units[first.name]
         for hour, quantity in sorted(hours.items()):
             data: dict[str, Any] = {

@@ -19,22 +19,21 @@ Two shapes reach the parsers:
   (``{"status":"success","data":{…}}``) or just the ``result`` list. Times are Unix seconds.
 
 Both become :class:`Sample` rows (name, labels, value, time or ``None``, raw text). What the
-samples mean is each source parser's business. The time helpers the parsers share (hint
-coercion, strict RFC 3339) live here too.
+samples mean is each source parser's business. Times are parsed by ``pipelines.times``.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import orjson
 
 from pipelines.parsers.base import NotThisFormat
+from pipelines.times import from_epoch_or_none
 
 _LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?[ \t]+([^ \t]+)(?:[ \t]+(-?\d{1,19}))?[ \t]*$")
 _LABEL = re.compile(r'[ \t]*([a-zA-Z_][a-zA-Z0-9_]*)[ \t]*=[ \t]*"((?:[^"\\\n]|\\.)*)"[ \t]*(,|$)')
@@ -118,7 +117,7 @@ def parse_line(line: str) -> tuple[Sample | None, str]:
         return None, f"not a number: {value_text[:40]!r}"
     time = None
     if ts_text is not None:
-        time = from_unix(int(ts_text) / 1000.0)
+        time = from_epoch_or_none(int(ts_text) / 1000.0)
         if time is None:
             return None, f"timestamp out of range: {ts_text}"
     return Sample(name, labels, float(value_text), time, line), ""
@@ -203,7 +202,7 @@ def _point(
     if isinstance(ts, bool) or not isinstance(ts, int | float) or not isinstance(value_text, str):
         return None, 'sample is not a [time, "value"] pair'
     seconds = float(ts)
-    time = times[seconds] if seconds in times else times.setdefault(seconds, from_unix(seconds))
+    time = times[seconds] if seconds in times else times.setdefault(seconds, from_epoch_or_none(seconds))
     if time is None:
         return None, f"timestamp out of range: {ts!r}"
     if not _FLOAT.match(value_text):
@@ -243,54 +242,6 @@ def host_of(labels: dict[str, str], keys: tuple[str, ...] = ("Hostname", "hostna
             return value
     instance = labels.get("instance", "").strip()
     return (instance_host(instance) or None) if instance else None
-
-
-def from_unix(seconds: float) -> datetime | None:
-    if not math.isfinite(seconds):
-        return None
-    try:
-        return datetime.fromtimestamp(seconds, UTC)
-    except (OverflowError, OSError, ValueError):
-        return None
-
-
-def rfc3339(text: str) -> datetime:
-    """Strict RFC 3339 (an offset or ``Z`` is required); the result is in UTC."""
-    if not isinstance(text, str) or not re.match(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}", text):
-        raise ValueError(f"not an RFC 3339 time: {str(text)[:40]!r}")
-    value = _fromiso(text)
-    if value.tzinfo is None:
-        raise ValueError(f"RFC 3339 time without offset: {text[:40]!r}")
-    return value.astimezone(UTC)
-
-
-def time_hint(value: object) -> datetime | None:
-    """Coerce a caller's time hint: aware/naive datetime (naive = UTC), Unix seconds or RFC 3339
-    text (text without offset is read as UTC). ``None`` stays ``None``; bad hints raise ValueError."""
-    if value is None:
-        return None
-    if isinstance(value, datetime):
-        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        result = from_unix(float(value))
-        if result is None:
-            raise ValueError(f"time hint out of range: {value!r}")
-        return result
-    if isinstance(value, str):
-        text = value.strip()
-        if re.fullmatch(r"\d+(?:\.\d+)?", text):
-            return time_hint(float(text))
-        return time_hint(_fromiso(text))
-    raise ValueError(f"unsupported time hint: {value!r}")
-
-
-def _fromiso(text: str) -> datetime:
-    text = text.strip()
-    if len(text) > 10 and text[10] in "tT ":
-        text = text[:10] + "T" + text[11:]
-    if text[-1:] in ("z", "Z"):
-        text = text[:-1] + "+00:00"
-    return datetime.fromisoformat(text)
 
 
 def min_step(times: Iterable[datetime]) -> float | None:

@@ -10,25 +10,23 @@ when that could be read) and the field::
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime
+from datetime import date, datetime
 from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from pipelines.events import NonNegative, PricingData
-from pipelines.parsers.sched_events import parse_rfc3339
+from pipelines.times import as_utc, day_start, parse_iso
 
 
 def effective_from(value: Any) -> datetime:
     """A YAML date (midnight UTC), datetime (naive = UTC) or ISO string."""
     if isinstance(value, datetime):
-        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+        return as_utc(value)
     if isinstance(value, date):
-        return datetime(value.year, value.month, value.day, tzinfo=UTC)
+        return day_start(value)
     if isinstance(value, str) and value.strip():
-        moment = parse_rfc3339(value)
-        if moment is not None:
-            return moment
+        return parse_iso(value)
     raise ValueError(f"must be a date or timestamp, got {str(value)[:40]!r}")
 
 

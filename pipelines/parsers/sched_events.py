@@ -14,13 +14,14 @@ from __future__ import annotations
 import gc
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import orjson
 
 from pipelines.events import Envelope, InvalidEvent, event_id, validate
 from pipelines.parsers.base import NotThisFormat, ParseResult
+from pipelines.times import time_hint
 
 # What a malformed record can raise while a parser picks it apart; caught per record and turned
 # into a dead letter, so one bad record never stops the rest of the file.
@@ -84,43 +85,13 @@ def raw_text(obj: object) -> str:
         return repr(obj)
 
 
-def from_epoch(seconds: float) -> datetime:
-    """UTC datetime of a Unix timestamp; out-of-range values raise ``ValueError``."""
-    try:
-        return datetime.fromtimestamp(seconds, tz=UTC)
-    except (OverflowError, OSError, ValueError) as exc:
-        raise ValueError(f"timestamp {seconds!r} out of range") from exc
-
-
-def parse_rfc3339(value: object) -> datetime | None:
-    """An RFC 3339 / ISO 8601 timestamp (``Z`` or offset; naive taken as UTC); None if empty."""
-    if value is None or value == "":
-        return None
-    if isinstance(value, datetime):
-        moment = value
-    elif isinstance(value, str):
-        try:
-            moment = datetime.fromisoformat(value.strip())
-        except ValueError as exc:
-            raise ValueError(f"bad timestamp {value[:40]!r}") from exc
-    else:
-        raise ValueError(f"timestamp must be a string, got {type(value).__name__}")
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC)
-
-
 def hint_time(hints: Mapping[str, Any], name: str = "observed_at") -> datetime | None:
-    """A time given as a parser hint (datetime, ISO string or epoch seconds): ``name``, else ``time``
-    (what ``gpuledger ingest --time`` passes)."""
+    """The time hint ``name``, else ``time`` (what ``gpuledger ingest --time`` passes), read by
+    ``pipelines.times.time_hint``."""
     value = hints.get(name)
     if value is None:
         value = hints.get("time")
-    if value is None:
-        return None
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return from_epoch(value)
-    return parse_rfc3339(value)
+    return time_hint(value)
 
 
 def allocation_envelope(

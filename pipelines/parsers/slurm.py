@@ -40,7 +40,7 @@ Hints: ``workload_kind`` (default kind for jobs without a ``kind=`` comment), ``
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import orjson
@@ -59,10 +59,10 @@ from pipelines.parsers.sched_events import (
 )
 from pipelines.parsers.slurm_nodes import is_node_document, parse_nodes
 from pipelines.parsers.slurm_record import Classified, JobRecord, classify, read_record
+from pipelines.times import EPOCH
 
 TOPIC = topics.SCHEDULER_ALLOCATIONS
 SOURCE = "slurm"
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def parse(data: bytes | str, *, cluster: str, origin: str | None = None, **hints: Any) -> ParseResult:
@@ -149,7 +149,7 @@ def _with_attempts(records: list[tuple[JobRecord, str]]) -> Iterable[tuple[JobRe
     for record, raw in records:
         groups.setdefault(record.job_id, []).append((record, raw))
     for group in groups.values():
-        group.sort(key=lambda item: (item[0].restart_cnt, item[0].start or _EPOCH, item[0].submit or _EPOCH))
+        group.sort(key=lambda item: (item[0].restart_cnt, item[0].start or EPOCH, item[0].submit or EPOCH))
         previous = 0
         for record, raw in group:
             attempt = max(record.restart_cnt + 1, previous + 1)

@@ -29,7 +29,7 @@ from datetime import datetime
 from typing import Any
 
 from pipelines.parsers.hostlist import expand_ranges
-from pipelines.parsers.sched_events import from_epoch
+from pipelines.times import from_epoch
 
 WORKLOAD_KINDS = frozenset({"training", "inference", "notebook", "batch", "benchmark", "unknown"})
 _EMPTY_TEXT = frozenset({"", "(null)", "none assigned", "n/a"})

@@ -45,6 +45,7 @@ from typing import Any
 from pipelines.events import event_id
 from pipelines.parsers import checkpoint, prom
 from pipelines.parsers.base import NotThisFormat, ParseResult
+from pipelines.times import time_hint
 from pipelines.topics import STORAGE_IO
 
 SOURCE = "storage"
@@ -85,7 +86,7 @@ def parse(data: bytes | str, *, cluster: str, origin: str | None = None, **hints
     """Auto-detect checkpoint JSON lines, a Prometheus answer, mountstats or exposition text.
     Hints: ``node``, ``scrape_time`` or ``time``."""
     text = prom.as_text(data)
-    node, when = hints.get("node"), prom.time_hint(hints.get("scrape_time") or hints.get("time"))
+    node, when = hints.get("node"), time_hint(hints.get("scrape_time") or hints.get("time"))
     if checkpoint.looks_like(text):
         return checkpoint.parse(text, cluster=cluster, origin=origin)
     if prom.looks_like_json(text):
@@ -102,7 +103,7 @@ def parse_exposition(
     if not _OURS.search(text):
         raise NotThisFormat("no node_disk/mountstats/lustre/gpfs byte counters in the text")
     reading = prom.read_exposition(text, wanted=METRICS)
-    return _build(reading, cluster=cluster, default_time=prom.time_hint(scrape_time), node=node, origin=origin)
+    return _build(reading, cluster=cluster, default_time=time_hint(scrape_time), node=node, origin=origin)
 
 
 def parse_query_range(
@@ -224,7 +225,7 @@ def parse_mountstats(
     if not _MOUNT.search(text):
         raise NotThisFormat("no 'device … mounted on … with fstype' line: not mountstats")
     result = ParseResult()
-    when = prom.time_hint(time)
+    when = time_hint(time)
     if not node or when is None:
         missing = [give for given, give in ((node, _GIVE_NODE), (when, _GIVE_TIME)) if not given]
         result.reject(

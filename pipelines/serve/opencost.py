@@ -25,6 +25,7 @@ from fastapi.responses import JSONResponse
 from pipelines import reports
 from pipelines.serve import opencost_window as words
 from pipelines.serve.tokens import Scope
+from pipelines.times import utc_text
 
 MAX_SETS = 1000
 IDLE_NAME = "__idle__"
@@ -49,10 +50,6 @@ PROPERTY_NAMES = {
 }
 
 
-def ts(t: datetime) -> str:
-    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def allocation(name: str, row: dict[str, Any], dims: list[str], start: datetime, end: datetime) -> dict[str, Any]:
     """One report row as an OpenCost allocation object."""
     hours = float(row.get("allocated_gpu_hours") or 0.0)
@@ -72,9 +69,9 @@ def allocation(name: str, row: dict[str, Any], dims: list[str], start: datetime,
     return {
         "name": name,
         "properties": props,
-        "window": {"start": ts(start), "end": ts(end)},
-        "start": ts(start),
-        "end": ts(end),
+        "window": {"start": utc_text(start), "end": utc_text(end)},
+        "start": utc_text(start),
+        "end": utc_text(end),
         "minutes": span_h * 60,
         "gpuCount": hours / span_h if span_h else 0.0,
         "gpuHours": hours,

@@ -6,9 +6,10 @@ booleans, and ``aggregate`` properties mapped to gpuledger's report dimensions."
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from pipelines.reports import DIMENSIONS, BadRequest
+from pipelines.times import as_utc, floor_day, floor_to, from_epoch, month_start, parse_rfc3339
 
 _DURATION = re.compile(r"^(\d+)([mhdw])$")
 _UNIX_PAIR = re.compile(r"^(\d+)[,-](\d+)$")
@@ -39,17 +40,17 @@ PROPERTIES = {
 def window(text: str, now: datetime) -> tuple[datetime, datetime]:
     """[start, end) of an OpenCost window; a window reaching past ``now`` ends at ``now``."""
     word = text.strip().lower()
-    now = now.astimezone(UTC)
-    today = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    now = as_utc(now)
+    today = floor_day(now)
     sunday = today - timedelta(days=(today.weekday() + 1) % 7)
-    first = today.replace(day=1)
+    first = month_start(today)
     words = {
         "today": (today, today + timedelta(days=1)),
         "yesterday": (today - timedelta(days=1), today),
         "week": (sunday, now),
         "lastweek": (sunday - timedelta(days=7), sunday),
         "month": (first, now),
-        "lastmonth": ((first - timedelta(days=1)).replace(day=1), first),
+        "lastmonth": (month_start(first - timedelta(days=1)), first),
     }
     if word in words:
         start, end = words[word]
@@ -57,14 +58,14 @@ def window(text: str, now: datetime) -> tuple[datetime, datetime]:
         n, unit = int(match.group(1)), match.group(2)
         if unit == "w":
             end = today + timedelta(days=1)
-            start = (now - n * UNITS["w"]).replace(hour=0, minute=0, second=0, microsecond=0) + timedelta(days=1)
+            start = floor_day(now - n * UNITS["w"]) + timedelta(days=1)
         else:
-            end = _truncate(now, UNITS[unit]) + UNITS[unit]
+            end = floor_to(now, UNITS[unit]) + UNITS[unit]
             start = end - n * UNITS[unit]
     elif match := _UNIX_PAIR.match(word):
-        start, end = (datetime.fromtimestamp(int(match.group(i)), UTC) for i in (1, 2))
+        start, end = (from_epoch(int(match.group(i))) for i in (1, 2))
     elif match := _RFC_PAIR.match(text.strip()):
-        start, end = (datetime.fromisoformat(match.group(i).replace("Z", "+00:00")).astimezone(UTC) for i in (1, 2))
+        start, end = (parse_rfc3339(match.group(i)) for i in (1, 2))
     else:
         raise BadRequest(
             f"illegal window: {text!r} (today, yesterday, week, lastweek, month, lastmonth, a duration such as "
@@ -74,11 +75,6 @@ def window(text: str, now: datetime) -> tuple[datetime, datetime]:
     if end <= start:
         raise BadRequest(f"window {text!r} is empty or in the future")
     return start, end
-
-
-def _truncate(t: datetime, unit: timedelta) -> datetime:
-    epoch = datetime(1970, 1, 1, tzinfo=UTC)
-    return epoch + ((t - epoch) // unit) * unit
 
 
 def step(text: str | None, span: timedelta) -> timedelta:

@@ -19,11 +19,12 @@ from __future__ import annotations
 import hashlib
 import hmac
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import NamedTuple
 
 from pipelines.errors import PipelineError
+from pipelines.times import parse_iso, utc_iso
 
 BU_PREFIX = "business_unit:"
 TOKEN_ID_DIGITS = 12  # of the hash, in the access log: enough to tell tokens apart, no use to a guesser
@@ -62,16 +63,15 @@ class Known(NamedTuple):
         """None while the token holds, else the one-line reason it is refused."""
         if self.expires is None or now < self.expires:
             return None
-        return f"token {self.id} expired at {self.expires.isoformat().replace('+00:00', 'Z')}"
+        return f"token {self.id} expired at {utc_iso(self.expires)}"
 
 
 def parse_expiry(text: str) -> datetime:
     """``expires=`` of a tokens-file line: an ISO 8601 time, UTC unless it says otherwise."""
     try:
-        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        return parse_iso(text)
     except ValueError:
         raise BadTokens(f"expires= takes an ISO 8601 time such as 2027-03-31T00:00:00Z, not {text!r}") from None
-    return when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
 
 
 def digest(token: str) -> str:

@@ -4,15 +4,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from datetime import UTC, datetime
 from pathlib import Path
 
 from pipelines.simulator.core import simulate
-
-
-def _start(text: str) -> datetime:
-    value = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+from pipelines.times import parse_iso
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -21,7 +16,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hours", type=float, default=24.0)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--start", type=_start, default=None, help="window start, ISO 8601 (default 2026-11-02T00:00Z)")
+    parser.add_argument(
+        "--start", type=parse_iso, default=None, help="window start, ISO 8601 (default 2026-11-02T00:00Z)"
+    )
     parser.add_argument("--scrape-interval", type=int, default=30, help="seconds between dcgm scrapes")
     parser.add_argument(
         "--modern-sharing",

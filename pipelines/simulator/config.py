@@ -20,6 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from pipelines.times import as_utc
+
 UNIT = 420  # GPU fractions in 1/420: lcm of 7 MIG slices and every way a GPU is shared (4, 10, 2, 1–3)
 SHARED_REPLICAS = 4
 MIG_SLICES = 7
@@ -93,7 +95,7 @@ class SimConfig:
 
     def at(self, offset: int | float) -> datetime:
         """Absolute UTC time of a simulation offset in seconds."""
-        return (self.start + timedelta(seconds=offset)).astimezone(UTC)
+        return as_utc(self.start + timedelta(seconds=offset))
 
     @property
     def end(self) -> datetime:

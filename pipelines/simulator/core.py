@@ -36,11 +36,12 @@ from pipelines.simulator.metrics import build_metrics
 from pipelines.simulator.model.cluster import build_cluster
 from pipelines.simulator.org import org_versions
 from pipelines.simulator.scheduler import run
-from pipelines.simulator.truth import attempt_keys, build_truth, iso
+from pipelines.simulator.truth import attempt_keys, build_truth
 from pipelines.simulator.utilization import loading_seconds
 from pipelines.simulator.writers import dcgm, dra, k8s_nodes, kubernetes, nccl, outputs, reference, slurm, storage
 from pipelines.simulator.writers.common import write_text
 from pipelines.simulator.writers.dcgm import StoredSeries
+from pipelines.times import utc_text
 
 DCGM_FILE = "dcgm/query_range.json"
 
@@ -68,19 +69,26 @@ def _extras(
         if gap is None
         else {
             "node": gap[0],
-            "first_missing": iso(cfg.at(gap[1] * step)),
-            "first_back": iso(cfg.at(gap[2] * step)),
+            "first_missing": utc_text(cfg.at(gap[1] * step)),
+            "first_back": utc_text(cfg.at(gap[2] * step)),
             "missing_scrapes": gap[2] - gap[1],
         },
         "xid_intervals": [
-            {"gpu": x.gpu, "node": x.node, "xid": 79, "from": iso(cfg.at(x.at)), "to": iso(cfg.at(x.repaired))}
+            {
+                "gpu": x.gpu,
+                "node": x.node,
+                "xid": 79,
+                "from": utc_text(cfg.at(x.at)),
+                "to": utc_text(cfg.at(x.repaired)),
+            }
             for x in state.xids
         ],
         "bad_samples": [
-            {"uuid": b.entity, "metric": b.metric, "time": iso(cfg.at(b.step * step)), "value": b.value} for b in bad
+            {"uuid": b.entity, "metric": b.metric, "time": utc_text(cfg.at(b.step * step)), "value": b.value}
+            for b in bad
         ],
         "org_versions": [
-            {"effective_from": iso(cfg.at(v.effective_from)), "business_units": v.business_units} for v in versions
+            {"effective_from": utc_text(cfg.at(v.effective_from)), "business_units": v.business_units} for v in versions
         ],
         "degraded_node": cluster.degraded_node,
         "pending_jobs": {
@@ -155,7 +163,7 @@ def simulate(
     planted = (causes.storage_stalls(cfg, rates), causes.fabric_degraded(runs))
     if stall is not None:
         stalled, ended = stall.span(cfg.scrape_interval_s)
-        extras["storage_stall"] = {"node": stall.node, "from": iso(cfg.at(stalled)), "to": iso(cfg.at(ended))}
+        extras["storage_stall"] = {"node": stall.node, "from": utc_text(cfg.at(stalled)), "to": utc_text(cfg.at(ended))}
     else:
         extras["storage_stall"] = None
     extras["slow_starts"] = sum(1 for a in state.attempts if loading_seconds(cfg.seed, a) > 0)
@@ -208,15 +216,15 @@ def _manifest(cfg: SimConfig, malformed: dict[str, int]) -> dict[str, Any]:
         if rel == storage.CHECKPOINT_FILE:
             entry["format"] = "checkpoint"
         elif rel == k8s_nodes.FILE:  # the node list holds no time of its own: it says how nodes were at the start
-            entry["hints"] = {"time": iso(cfg.start)}
+            entry["hints"] = {"time": utc_text(cfg.start)}
         elif rel == kubernetes.FILE and cfg.modern_sharing:  # which devices the pods' DRA claims hold
             entry["with"] = [dra.CLAIMS_FILE, dra.SLICES_FILE]
         files.append(entry)
     return {
         "generator": "pipelines.simulator",
         "cluster": cfg.cluster,
-        "start": iso(cfg.start),
-        "end": iso(cfg.end),
+        "start": utc_text(cfg.start),
+        "end": utc_text(cfg.end),
         "nodes": cfg.nodes,
         "hours": cfg.hours,
         "seed": cfg.seed,

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from pipelines.simulator.config import UNIT, SimConfig
@@ -31,12 +31,15 @@ from pipelines.simulator.model.jobs import SimState
 from pipelines.simulator.sharing import ClaimShares
 from pipelines.simulator.writers.reference import GPU_HOURLY, MONTHLY
 from pipelines.simulator.writers.storage import JobCounters
+from pipelines.times import from_epoch
 
 DAY = 86400
 BY_BYTES = ("storage",)
 
 
 def _month_seconds(day_start: datetime) -> int:
+    # the month's length is worked out here, not with pipelines.times.month_bounds: this is the
+    # ground truth the cost assets are checked against, so it shares none of their calendar code
     first = day_start.replace(day=1)
     following = (first + timedelta(days=32)).replace(day=1)
     return int((following - first).total_seconds())
@@ -83,7 +86,7 @@ def cost_by_model(
         for gpu_model, n in gpus_of_model.items():
             pool = n * (b - a) - sum(s for (_, g), s in held.items() if g == gpu_model)
             idle += pool * rate[gpu_model] / 3600
-        day_start = datetime.fromtimestamp(cfg.start_epoch + d, UTC)
+        day_start = from_epoch(cfg.start_epoch + d)
         in_force = d + DAY - max(d, prices_from)
         shared = {term: amount * in_force / _month_seconds(day_start) for term, amount in MONTHLY.items()}
         total_bytes = sum(bytes_moved.values())

@@ -26,7 +26,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -36,6 +36,7 @@ import orjson
 
 from pipelines.simulator.sharing import NODE_LABEL
 from pipelines.simulator.writers.dcgm import StoredSeries
+from pipelines.times import parse_iso
 
 HELP = {
     "DCGM_FI_PROF_GR_ENGINE_ACTIVE": "Ratio of time the graphics engine is active.",
@@ -128,9 +129,9 @@ class MetricBook:
 def load_book(out_dir: Path) -> MetricBook:
     """Read the series back from a simulator output directory."""
     manifest = orjson.loads((out_dir / "manifest.json").read_bytes())
-    start = datetime.fromisoformat(manifest["start"].replace("Z", "+00:00")).astimezone(UTC)
+    start = parse_iso(manifest["start"])
     interval = int(manifest["scrape_interval_s"])
-    end = datetime.fromisoformat(manifest["end"].replace("Z", "+00:00"))
+    end = parse_iso(manifest["end"])
     steps = -(-int((end - start).total_seconds()) // interval)
     answer = orjson.loads((out_dir / "dcgm" / "query_range.json").read_bytes())
     epoch = start.timestamp()

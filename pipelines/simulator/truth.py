@@ -44,6 +44,7 @@ from pipelines.simulator.model.cluster import Cluster, Gpu
 from pipelines.simulator.model.jobs import Attempt, SimState
 from pipelines.simulator.org import UNKNOWN_MODEL, OrgVersion, team_of
 from pipelines.simulator.sharing import ClaimShares
+from pipelines.times import utc_text
 
 FIELDS = ("allocated", "busy", "failed", "unobserved", "lost")
 ATTEMPT_GROUPS = ("team", "model", "namespace", "account", "failure_reason", "job", "logical_job", "cluster")
@@ -169,9 +170,9 @@ class Truth:
             "attempt": attempt.number,
             "scheduler": spec.scheduler,
             "kind": spec.kind,
-            "submit": iso(at(attempt.submit)),
-            "start": iso(at(attempt.start)),
-            "end": iso(at(attempt.end)) if attempt.end is not None else None,
+            "submit": utc_text(at(attempt.submit)),
+            "start": utc_text(at(attempt.start)),
+            "end": utc_text(at(attempt.end)) if attempt.end is not None else None,
             "outcome": attempt.outcome,
             "failure_reason": keys["failure_reason"] if attempt.reason else None,
             "scheduler_state": scheduler_state(spec.scheduler, attempt.reason, attempt.end is not None),
@@ -217,10 +218,6 @@ class Truth:
         if gpu.layout == "mig":
             unalloc += UNIT * (7 - sum(m.slices for m in gpu.mig)) // 7 * horizon
         return {"capacity": UNIT * horizon, "unallocated": unalloc, "unavailable": unavail}
-
-
-def iso(moment: Any) -> str:
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _capacity_groups(t: Truth) -> tuple[dict[str, dict[str, dict[str, int]]], dict[str, dict[str, Any]]]:
@@ -289,8 +286,8 @@ def build_truth(
         by[group] = rows
     total = by["cluster"][cfg.cluster]
     return {
-        "start": iso(cfg.start),
-        "end": iso(cfg.end),
+        "start": utc_text(cfg.start),
+        "end": utc_text(cfg.end),
         "cluster": cfg.cluster,
         "nodes": cfg.nodes,
         "hours": cfg.hours,

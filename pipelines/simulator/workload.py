@@ -23,6 +23,7 @@ from pipelines.simulator.config import SimConfig
 from pipelines.simulator.model.cluster import Cluster, Node
 from pipelines.simulator.model.jobs import JobSpec
 from pipelines.simulator.org import UNMAPPED_NAMESPACE
+from pipelines.times import floor_day
 
 T = TypeVar("T")
 K8S_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
@@ -346,7 +347,7 @@ def _slurm_batch(b: _Builder, t: int, nodes: list[Node], work: int | None = None
 
 def acceptance_times(cfg: SimConfig) -> list[int]:
     """Offsets of the nightly NCCL acceptance runs inside the window."""
-    first_day = cfg.start.replace(hour=0, minute=0, second=0)
+    first_day = floor_day(cfg.start)
     out = []
     for day in range(int(cfg.horizon // 86400) + 2):
         offset = int((first_day - cfg.start).total_seconds()) + day * 86400 + NIGHTLY_HOUR * 3600

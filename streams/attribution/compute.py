@@ -11,10 +11,11 @@ import bisect
 import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from pipelines.events import AllocationData
+from pipelines.times import from_epoch
 from streams.attribution.core import (
     HOLD_INTERVALS,
     Conflict,
@@ -333,7 +334,7 @@ def compute_range_scalar(
         window = attribute_window_full(
             node, w0, w1, gpus, core_placements, series, slots_of, down_cache, inputs.context(w0, w1)
         )
-        window_start = datetime.fromtimestamp(w0, tz=UTC)
+        window_start = from_epoch(w0)
         result.facts.extend(fact_dict(cluster, w0, window_s, r, window_start) for r in window.rows)
         result.windows[w0] = (window.physical_gpus, window.conflicts)
         w0 = w1
@@ -365,7 +366,7 @@ def fact_dict(
     cluster: str, w0: float, window_s: int, r: FactRow, window_start: datetime | None = None
 ) -> dict[str, Any]:
     o = r.owner
-    window_start = window_start or datetime.fromtimestamp(w0, tz=UTC)
+    window_start = window_start or from_epoch(w0)
     scheduler, job_id, attempt = (o.scheduler, o.job_id, o.attempt) if o else ("", "", 0)
     return {
         "fact_id": fact_id(cluster, r.node, w0, r.slot, r.kind, scheduler, job_id, attempt),

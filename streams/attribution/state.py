@@ -14,16 +14,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from pipelines.settings import Settings
+from pipelines.times import floor_seconds
 from streams.attribution.inputs import StepMemory
 from streams.store import PendingNode
 
 IDLE_FLUSH_S = 2.0  # a node without new data this long is bounded input: its ended windows close
 RECHECK_S = 10.0  # the due nodes are read at least this often, whatever the worker's own sink wrote
 REBUILD_CHECK_S = 5.0  # requested rollup rebuilds are looked for this often (each step while some are left)
-
-
-def floor_window(t: float, w: int) -> float:
-    return math.floor(t / w) * w
 
 
 @dataclass
@@ -55,13 +52,13 @@ def recheck_at(rows: Iterable[PendingNode], settings: Settings, now_ns: int, own
     activity) when that closes a window that has already ended (a live node's newest scrape lies
     in the current window: its idle flush closes nothing before the window's end)."""
     w = settings.window_seconds
-    ended = floor_window(now_ns / 1e9, w)
+    ended = floor_seconds(now_ns / 1e9, w)
     at = ended + w
     for r in rows:
         if (
             owns(r.cluster, r.node)
             and now_ns - r.last_seq < IDLE_FLUSH_S * 1e9
-            and floor_window(r.max_time.timestamp(), w) < ended
+            and floor_seconds(r.max_time.timestamp(), w) < ended
         ):
             at = min(at, r.last_seq / 1e9 + IDLE_FLUSH_S)
     return at

@@ -29,12 +29,13 @@ from typing import Any
 
 from pipelines.events import one_line
 from pipelines.settings import Settings
+from pipelines.times import floor_seconds, from_epoch
 from streams.attribution import inputs
 from streams.attribution.compute import INVENTORY_HORIZON_S, SampleColumns, compute_range_full
 from streams.attribution.inputs import LOOKBACK_S, StepMemory, between
 from streams.attribution.rows import NodeFacts
-from streams.attribution.state import IDLE_FLUSH_S, RECHECK_S, StepState, floor_window, recheck_at
-from streams.store import PendingNode, Quarantine, Warehouse, to_utc
+from streams.attribution.state import IDLE_FLUSH_S, RECHECK_S, StepState, recheck_at
+from streams.store import PendingNode, Quarantine, Warehouse
 
 __all__ = [
     "IDLE_FLUSH_S",
@@ -75,13 +76,13 @@ def plan(row: PendingNode | Sequence[Any], settings: Settings, now_ns: int) -> t
     max_t = r.max_time.timestamp()
     closed = r.closed_until.timestamp() if r.closed_until is not None else None
     idle = (now_ns - r.last_seq) / 1e9 >= IDLE_FLUSH_S
-    target = floor_window(max_t, w) + w if idle else floor_window(max_t - settings.allowed_lateness_seconds, w)
+    target = floor_seconds(max_t, w) + w if idle else floor_seconds(max_t - settings.allowed_lateness_seconds, w)
     # only windows that have ended on the wall clock: the current one is still open, whatever the
     # event times say (an event time within the future tolerance, see ``decode_batch``, included)
-    target = min(target, floor_window(now_ns / 1e9, w))
-    start = closed if closed is not None else floor_window(r.first_time.timestamp(), w)
+    target = min(target, floor_seconds(now_ns / 1e9, w))
+    start = closed if closed is not None else floor_seconds(r.first_time.timestamp(), w)
     if r.pending and closed is not None and r.dirty_from is not None:
-        start = min(start, floor_window(r.dirty_from.timestamp(), w))
+        start = min(start, floor_seconds(r.dirty_from.timestamp(), w))
     end = max(target, closed or target)
     if end <= start or (not r.pending and closed is not None and target <= closed):
         return None
@@ -200,13 +201,13 @@ def _load_samples(
     look = {p.node: memory.lookback((cluster, p.node)) for p in group}
     hi = max(p.end for p in group)
     loaded = min(p.start - look[p.node] for p in group)
-    samples = wh.samples(cluster, [p.node for p in group], to_utc(loaded), to_utc(hi))
+    samples = wh.samples(cluster, [p.node for p in group], from_epoch(loaded), from_epoch(hi))
     again = [
         p for p in group if not inputs.enough(between(samples.get(p.node), p.start - look[p.node], p.end), look[p.node])
     ]
     if again:
         loaded = min(p.start for p in again) - LOOKBACK_S
-        samples.update(wh.samples(cluster, [p.node for p in again], to_utc(loaded), to_utc(hi)))
+        samples.update(wh.samples(cluster, [p.node for p in again], from_epoch(loaded), from_epoch(hi)))
         look.update((p.node, LOOKBACK_S) for p in again)
     return samples, look
 
@@ -225,11 +226,11 @@ def _compute_group(
     lo, hi = min(p.start for p in group), max(p.end for p in group)
     samples, look = _load_samples(wh, cluster, group, memory)
     rejected: dict[str, str] = {}
-    placements = inputs.placements(wh, cluster, nodes, to_utc(lo), to_utc(hi), rejected)
+    placements = inputs.placements(wh, cluster, nodes, from_epoch(lo), from_epoch(hi), rejected)
     # the inventory gives each GPU's state before the node's own look-back (a fatal XID long ago, a
     # GPU that stopped reporting): a node sees its own range plus look-back whatever its group loaded
-    own_loaded = {p.node: to_utc(p.start - look[p.node]) for p in group}
-    node_inputs = wh.node_inputs(cluster, nodes, to_utc(lo), to_utc(hi), own_loaded, INVENTORY_HORIZON_S)
+    own_loaded = {p.node: from_epoch(p.start - look[p.node]) for p in group}
+    node_inputs = wh.node_inputs(cluster, nodes, from_epoch(lo), from_epoch(hi), own_loaded, INVENTORY_HORIZON_S)
     batch: list[NodeFacts] = []
     changes: list[Quarantine] = []
     for p in group:
@@ -252,14 +253,16 @@ def _compute_group(
         except Exception as exc:  # this node's input breaks its computation: the others go on
             log.error("node %s/%s quarantined: %s", cluster, p.node, exc)
             held = quarantined.get(key)
-            entry = Quarantine(cluster, p.node, one_line(exc), p.input_seq, held.since if held else to_utc(time.time()))
+            entry = Quarantine(
+                cluster, p.node, one_line(exc), p.input_seq, held.since if held else from_epoch(time.time())
+            )
             quarantined[key] = entry
             changes.append(entry)
             continue
         memory.saw(key, own)
         if key in quarantined:
             del quarantined[key]
-            changes.append(Quarantine(cluster, p.node, "", p.input_seq, to_utc(time.time())))
+            changes.append(Quarantine(cluster, p.node, "", p.input_seq, from_epoch(time.time())))
         batch.append(_node_facts(p, settings.window_seconds, result.facts, result.windows))
         report.windows += len(batch[-1].windows)
         report.facts += len(result.facts)
@@ -271,9 +274,9 @@ def _compute_group(
 
 
 def _node_facts(p: Plan, w: int, facts: list[dict[str, Any]], windows: dict[float, Any]) -> NodeFacts:
-    starts = [to_utc(t) for t in _frange(p.start, p.end, w)]
-    inventory = {to_utc(t): v for t, v in windows.items()}
-    return NodeFacts(p.cluster, p.node, starts, facts, to_utc(p.end), p.processed_seq, inventory, w)
+    starts = [from_epoch(t) for t in _frange(p.start, p.end, w)]
+    inventory = {from_epoch(t): v for t, v in windows.items()}
+    return NodeFacts(p.cluster, p.node, starts, facts, from_epoch(p.end), p.processed_seq, inventory, w)
 
 
 def _frange(start: float, end: float, step: int) -> list[float]:

@@ -10,11 +10,11 @@ rows share, copied per row.
 from __future__ import annotations
 
 import hashlib
-from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
 
+from pipelines.times import from_epoch
 from streams.attribution.core import NODE_SLOT, Owner
 from streams.attribution.vector_sweep import ALLOCATED, UNAVAILABLE, Rows
 from streams.attribution.vector_view import NodeView
@@ -38,7 +38,7 @@ def facts_of(cluster: str, node: str, window_s: int, view: NodeView, rows: Rows)
         for name in ("window", "gpu", "model", "kind", "owner", "gpu_seconds", "busy", "unobserved", "energy")
     ]
     starts = view.win.starts.tolist()
-    when = [datetime.fromtimestamp(w0, tz=UTC) for w0 in starts]
+    when = [from_epoch(w0) for w0 in starts]
     prefix = [f"fact\x1f{cluster}\x1f{node}\x1f{float(w0)!r}\x1f" for w0 in starts]
     bases = {c.rank: _base(cluster, node, window_s, c.owner) for c in view.claims}
     bases[-1] = _base(cluster, node, window_s, None)

@@ -17,6 +17,7 @@ import orjson
 import pyarrow as pa
 
 from pipelines import events as ev
+from pipelines.times import parse_iso
 from streams.ingest.samples import samples_table
 
 Row = dict[str, Any]
@@ -277,9 +278,7 @@ def allocation_change(previous: Snapshot | None, e: ev.AllocationEvent) -> tuple
         return whole
     if after.get("end_time") == before.get("end_time"):
         return None
-    ends = [
-        datetime.fromisoformat(t.replace("Z", "+00:00")) for t in (after.get("end_time"), before.get("end_time")) if t
-    ]
+    ends = [parse_iso(t) for t in (after.get("end_time"), before.get("end_time")) if t]
     since = min(ends)
     return since, max(since, whole[1])
 

@@ -18,7 +18,7 @@ import pyarrow as pa
 from pipelines import events as ev
 from pipelines import metrics
 from pipelines.parsers.reference import ALL_CLUSTERS
-from sql.values import as_utc
+from pipelines.times import as_utc, utc_text
 from streams.attribution.attempts import (
     SUPERSEDED,
     AttemptFact,
@@ -88,8 +88,7 @@ def check_not_future(event: ev.Envelope, not_after: datetime) -> None:
     for name, value in times:
         if value is not None and value > not_after:
             raise ev.InvalidEvent(
-                f"{name} {value:%Y-%m-%dT%H:%M:%SZ} is in the future "
-                f"(later than {not_after:%Y-%m-%dT%H:%M:%SZ}, now + the tolerance)"
+                f"{name} {utc_text(value)} is in the future (later than {utc_text(not_after)}, now + the tolerance)"
             )
 
 

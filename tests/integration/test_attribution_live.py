@@ -13,10 +13,11 @@ import pytest
 from bench.load import CLUSTER, Load, encode
 from infra.services import apply_migrations
 from pipelines.settings import Settings
+from pipelines.times import from_epoch
 from streams.attribution import step
 from streams.attribution.compute import compute_range
 from streams.ingest.sink import Message, write_batch
-from streams.store import PendingNode, Warehouse, to_utc
+from streams.store import PendingNode, Warehouse
 
 pytestmark = pytest.mark.integration
 
@@ -56,8 +57,10 @@ def test_steps_write_each_window_once_with_the_facts_of_one_whole_range(
     assert len(versions) == 2 * 30 and all(n == 1 for _, _, n in versions)  # every window written once
 
     end = start.timestamp() + 1800
-    samples = warehouse.samples(CLUSTER, ["node-0001"], to_utc(start.timestamp() - step.LOOKBACK_S), to_utc(end))
-    placements = warehouse.placements(CLUSTER, ["node-0001"], start, to_utc(end))["node-0001"]
+    samples = warehouse.samples(
+        CLUSTER, ["node-0001"], from_epoch(start.timestamp() - step.LOOKBACK_S), from_epoch(end)
+    )
+    placements = warehouse.placements(CLUSTER, ["node-0001"], start, from_epoch(end))["node-0001"]
     alone = compute_range(CLUSTER, "node-0001", start.timestamp(), end, 60, samples["node-0001"], placements)
     rows = warehouse.client.query(
         "SELECT fact_id, gpu_seconds, busy_seconds, energy_joules FROM current_facts WHERE node = 'node-0001'"
@@ -76,8 +79,8 @@ def test_the_current_window_is_not_written_before_it_has_ended(
         time.sleep(61 - now % 60)
         now = time.time()
     current = math.floor(now / 60) * 60
-    load = Load(nodes=1, interval_s=10, start=to_utc(math.floor(now) - 170))  # 18 scrapes up to now
-    assert load.round_time(17) >= to_utc(current)  # the last scrape lies in the current window
+    load = Load(nodes=1, interval_s=10, start=from_epoch(math.floor(now) - 170))  # 18 scrapes up to now
+    assert load.round_time(17) >= from_epoch(current)  # the last scrape lies in the current window
     _ingest(warehouse, load, 0, 18)
     state = step.StepState()
     _step(warehouse, isolated_settings, state)

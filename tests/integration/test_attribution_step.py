@@ -13,12 +13,12 @@ import pytest
 from bench.load import CLUSTER, GPUS_PER_NODE, Load, encode
 from infra.services import apply_migrations
 from pipelines.settings import Settings
+from pipelines.times import as_utc, from_epoch
 from sql import load_query
-from sql.values import as_utc
 from streams.attribution import step
 from streams.attribution.compute import compute_range
 from streams.ingest.sink import Message, write_batch
-from streams.store import Warehouse, to_utc
+from streams.store import Warehouse
 
 pytestmark = pytest.mark.integration
 
@@ -61,10 +61,10 @@ def test_one_step_attributes_every_node_in_chunks_like_one_node_at_a_time(
 
     # node-0001 alone, over its whole range at once: the same fact rows, to the last bit
     start = load.start.timestamp()
-    samples = warehouse.samples(CLUSTER, ["node-0001"], to_utc(start - step.LOOKBACK_S), to_utc(start + HOURS * 3600))[
-        "node-0001"
-    ]
-    placements = warehouse.placements(CLUSTER, ["node-0001"], to_utc(start), to_utc(start + HOURS * 3600))
+    samples = warehouse.samples(
+        CLUSTER, ["node-0001"], from_epoch(start - step.LOOKBACK_S), from_epoch(start + HOURS * 3600)
+    )["node-0001"]
+    placements = warehouse.placements(CLUSTER, ["node-0001"], from_epoch(start), from_epoch(start + HOURS * 3600))
     alone = compute_range(CLUSTER, "node-0001", start, start + HOURS * 3600, 60, samples, placements["node-0001"])
     stepped = {(r[2], r[4], r[5]) for r in rows if r[0] == "node-0001"}
     mine = {(f["fact_id"], f["gpu_seconds"], f["busy_seconds"]) for f in alone}

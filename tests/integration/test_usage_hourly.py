@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from clickhouse_connect.driver.client import Client
 
+from pipelines.times import as_utc
 from sql import load_query
-from sql.values import as_utc
 from streams.rollup import (
     chunks,
     group_stale,

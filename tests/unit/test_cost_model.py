@@ -10,7 +10,8 @@ import pytest
 
 from dagster_project.defs.costs.model import PLATFORM, SharePolicy, UsageSegment, allocate_day, gpu_cost
 from dagster_project.defs.costs.price_books import book_for, books_from_file
-from dagster_project.defs.costs.pricing import EPOCH, PriceBook, PricingError, RateVersion, SharedVersion
+from dagster_project.defs.costs.pricing import PriceBook, PricingError, RateVersion, SharedVersion
+from pipelines.times import EPOCH
 
 MAR1 = datetime(2026, 3, 1, tzinfo=UTC)
 MAR16 = datetime(2026, 3, 16, tzinfo=UTC)

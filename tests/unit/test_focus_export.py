@@ -13,9 +13,10 @@ import pytest
 from dagster_project.defs.costs.model import PLATFORM
 from dagster_project.defs.exports.export import Chargeback, write_files
 from dagster_project.defs.exports.files import read
-from dagster_project.defs.exports.focus import FocusConfig, dec, focus_row, focus_rows, ts
+from dagster_project.defs.exports.focus import FocusConfig, dec, focus_row, focus_rows
 from dagster_project.defs.exports.focus_rules import check_header, check_row, check_rows
 from dagster_project.defs.exports.focus_spec import BY_NAME, HEADER, MANDATORY
+from pipelines.times import utc_text
 
 PERIOD = (datetime(2026, 3, 1, tzinfo=UTC), datetime(2026, 4, 1, tzinfo=UTC))
 CFG = FocusConfig()
@@ -181,7 +182,7 @@ def test_header_rules() -> None:
 
 
 def test_time_and_decimal_formatting() -> None:
-    assert ts(datetime(2026, 3, 1, 5, 6, 7)) == "2026-03-01T05:06:07Z"
+    assert utc_text(datetime(2026, 3, 1, 5, 6, 7)) == "2026-03-01T05:06:07Z"
     assert dec(Decimal("100.000000000000")) == "100" and dec(Decimal("3.1"), 2) == "3.10" and dec(0.0) == "0"
 
 

@@ -16,6 +16,7 @@ from bench.sources import query_range_answer
 from pipelines.gpu_columns import GpuColumnsEvent
 from pipelines.parsers import dcgm, dcgm_matrix, dcgm_text
 from pipelines.parsers.base import ParseResult
+from pipelines.times import time_hint
 
 T0 = 1_762_077_600
 VALUES = [
@@ -188,7 +189,7 @@ def slow_exposition(text: str, **kw: Any) -> ParseResult:
     result = dcgm._build(
         reading,
         cluster="c1",
-        default_time=dcgm.prom.time_hint(kw["scrape_time"]),
+        default_time=time_hint(kw["scrape_time"]),
         node=kw["node"],
         interval_s=kw["interval_s"],
         origin="t",
@@ -222,7 +223,7 @@ def test_columnar_exposition_equals_the_line_reader(
 
 def test_a_plain_scrape_takes_the_columnar_path() -> None:
     text = bench_exposition(Load(2, 30, node_prefix="m"), 1, 3).decode()  # dcgm-exporter's default counters
-    when = dcgm.prom.time_hint(T0)
+    when = time_hint(T0)
     fast = dcgm_text.read(
         text,
         cluster="c1",

@@ -9,7 +9,7 @@ import dagster as dg
 from dagster import AssetExecutionContext
 
 from dagster_project.defs.capacity.model import PoolMonth, plan
-from dagster_project.defs.capacity.partitions import month_bounds, monthly_partitions
+from dagster_project.defs.capacity.partitions import month_partition_bounds, monthly_partitions
 from dagster_project.defs.capacity.resources import CapacityResource, ClickHouseResource
 from dagster_project.defs.common.warehouse import replace_rows, rows
 from dagster_project.defs.usage.assets import gpu_usage_daily
@@ -46,7 +46,7 @@ def capacity_plan(
 ) -> dg.MaterializeResult:
     """required_gpu_capacity = target work per month / useful work per GPU-month after failures, idle
     and retries — with availability, allocation, success and busy shown as separate factors."""
-    first, start, end = month_bounds(context.partition_key)
+    first, start, end = month_partition_bounds(context.partition_key)
     month_hours = (end - start).total_seconds() / 3600
     with clickhouse.client() as client:
         pools = [

@@ -7,7 +7,7 @@ import dagster as dg
 from dagster import AssetCheckExecutionContext
 
 from dagster_project.defs.capacity.assets import capacity_plan
-from dagster_project.defs.capacity.partitions import month_bounds
+from dagster_project.defs.capacity.partitions import month_partition_bounds
 from dagster_project.defs.capacity.resources import ClickHouseResource
 from dagster_project.defs.common.warehouse import rows
 
@@ -19,7 +19,7 @@ def capacity_plan_ratios_in_range(
     context: AssetCheckExecutionContext, clickhouse: ClickHouseResource
 ) -> dg.AssetCheckResult:
     """availability, allocation, success and busy are all within [0, 1]."""
-    first, _, _ = month_bounds(context.partition_key)
+    first, _, _ = month_partition_bounds(context.partition_key)
     with clickhouse.client() as client:
         plan = rows(client, "capacity_plan_month", {"month": first})
     bad = [

@@ -7,9 +7,11 @@ jobs (``build_schedule_from_partitioned_job``), which run the newest partition a
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, datetime, timedelta
 
 import dagster as dg
+
+from pipelines.times import day_bounds, month_bounds, parse_day
 
 # the first day gpuledger keeps facts for
 START_DATE = "2025-01-01"
@@ -21,16 +23,14 @@ monthly_partitions = dg.MonthlyPartitionsDefinition(start_date=START_DATE)
 daily_freshness = dg.FreshnessPolicy.cron(deadline_cron="0 4 * * *", lower_bound_delta=timedelta(hours=2))
 
 
-def day_bounds(partition_key: str) -> tuple[date, datetime, datetime]:
-    """``"2026-03-01"`` → the day and its ``[start, end)`` in UTC."""
-    day = date.fromisoformat(partition_key)
-    start = datetime(day.year, day.month, day.day, tzinfo=UTC)
-    return day, start, start + timedelta(days=1)
+def day_partition_bounds(partition_key: str) -> tuple[date, datetime, datetime]:
+    """A daily partition's key ``"2026-03-01"`` → the day and its ``[start, end)`` in UTC."""
+    day = parse_day(partition_key)
+    return (day, *day_bounds(day))
 
 
-def month_bounds(partition_key: str) -> tuple[date, datetime, datetime]:
-    """``"2026-03-01"`` (or ``"2026-03"``) → the month's first day and its ``[start, end)`` in UTC."""
-    first = date.fromisoformat(partition_key[:7] + "-01")
-    start = datetime(first.year, first.month, 1, tzinfo=UTC)
-    end = (start + timedelta(days=32)).replace(day=1)
-    return first, start, end
+def month_partition_bounds(partition_key: str) -> tuple[date, datetime, datetime]:
+    """A monthly partition's key ``"2026-03-01"`` (or a period ``"2026-03"``) → the month's first day
+    and its ``[start, end)`` in UTC."""
+    first = parse_day(partition_key[:7] + "-01")
+    return (first, *month_bounds(first))

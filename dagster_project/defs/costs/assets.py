@@ -12,8 +12,8 @@ from dagster_project.defs.costs.month_rollup import UNIT_COLUMNS, accepted_units
 from dagster_project.defs.costs.partitions import (
     daily_freshness,
     daily_partitions,
-    day_bounds,
-    month_bounds,
+    day_partition_bounds,
+    month_partition_bounds,
     monthly_partitions,
 )
 from dagster_project.defs.costs.resources import (
@@ -41,7 +41,7 @@ def cost_allocation_daily(
     operations) and owner: direct GPU cost at the effective-dated rate of each GPU model, idle
     capacity by the idle policy, shared costs by the configured basis (storage by bytes moved where
     the counters name the job). The platform's unshared remainder is business unit ``__platform__``."""
-    day, start, _ = day_bounds(context.partition_key)
+    day, start, _ = day_partition_bounds(context.partition_key)
     with clickhouse.client() as client:
         books = price_books(pricing, client, default_cluster())
         days = cost_day(client, start, books, share_policy(pricing), default_cluster())
@@ -67,7 +67,7 @@ def effective_cluster_unit_cost_monthly(
     """(compute + network + storage + support + operations + idle + retries) / accepted workload units,
     per cluster and month, every term in cents in its own column; units are successful runs, or
     reported output units when present."""
-    first, start, end = month_bounds(context.partition_key)
+    first, start, end = month_partition_bounds(context.partition_key)
     with clickhouse.client() as client:
         month = month_from_daily(client, first, end.date())
         units = accepted_units(client, start, end, pricing.accepted_units)

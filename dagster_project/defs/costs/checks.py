@@ -13,7 +13,7 @@ from dagster_project.defs.common.warehouse import rows
 from dagster_project.defs.costs.assets import cost_allocation_daily
 from dagster_project.defs.costs.compute import shared_total
 from dagster_project.defs.costs.model import GPU_HOURS
-from dagster_project.defs.costs.partitions import day_bounds
+from dagster_project.defs.costs.partitions import day_partition_bounds
 from dagster_project.defs.costs.price_books import book_for
 from dagster_project.defs.costs.resources import ClickHouseResource, PricingResource, default_cluster, price_books
 
@@ -27,7 +27,7 @@ def cost_allocation_daily_gpu_seconds_conserved(
     context: AssetCheckExecutionContext, clickhouse: ClickHouseResource
 ) -> dg.AssetCheckResult:
     """Every GPU-second of the day's usage is priced exactly once (compute + retries + idle lines)."""
-    day, _, _ = day_bounds(context.partition_key)
+    day, _, _ = day_partition_bounds(context.partition_key)
     with clickhouse.client() as client:
         usage = {r["cluster"]: float(r["gpu_seconds"]) / 3600 for r in rows(client, "usage_daily_totals", {"day": day})}
         priced: dict[str, float] = defaultdict(float)
@@ -52,7 +52,7 @@ def cost_allocation_daily_money_conserved(
     context: AssetCheckExecutionContext, clickhouse: ClickHouseResource, pricing: PricingResource
 ) -> dg.AssetCheckResult:
     """The day's lines add up to its cluster cost: GPU-hours × their rate plus the shared costs of the day."""
-    day, start, end = day_bounds(context.partition_key)
+    day, start, end = day_partition_bounds(context.partition_key)
     with clickhouse.client() as client:
         books = price_books(pricing, client, default_cluster())
         lines = rows(client, "cost_allocation_day_lines", {"day": day})
@@ -82,7 +82,7 @@ def cost_allocation_daily_no_negative_cost(
     context: AssetCheckExecutionContext, clickhouse: ClickHouseResource
 ) -> dg.AssetCheckResult:
     """No line of the day has a negative cost or quantity."""
-    day, _, _ = day_bounds(context.partition_key)
+    day, _, _ = day_partition_bounds(context.partition_key)
     with clickhouse.client() as client:
         lines = rows(client, "cost_allocation_day_lines", {"day": day})
     bad = [r for r in lines if Decimal(r["cost"]) < 0 or float(r["quantity"]) < -TOLERANCE_H]

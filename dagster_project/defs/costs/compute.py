@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -26,6 +26,7 @@ from dagster_project.defs.costs.model import (
 )
 from dagster_project.defs.costs.price_books import book_for
 from dagster_project.defs.costs.pricing import SHARED_TERMS, PriceBook, shared_amount
+from pipelines.times import as_utc
 
 COST_COLUMNS = (
     "day",
@@ -61,10 +62,6 @@ class ClusterDay:
     allocation: DayAllocation
 
 
-def _utc(value: Any) -> datetime:
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-
-
 OWNER_DIMENSIONS = ("business_unit", "team", "model")  # the owner of the daily cost lines
 DayKey = tuple[datetime, str]  # (UTC day, cluster)
 
@@ -82,10 +79,10 @@ def fetch_day_segments(
     out: dict[DayKey, list[UsageSegment]] = defaultdict(list)
     params = {"start": start, "end": end, "bounds": bounds, "by": ",".join(dims), "cluster": cluster}
     for r in rows(client, "cost_usage_segments", params):
-        out[(_utc(r["day"]), str(r["cluster"]))].append(
+        out[(as_utc(r["day"]), str(r["cluster"]))].append(
             UsageSegment(
                 str(r["gpu_model"]),
-                _utc(r["segment_start"]),
+                as_utc(r["segment_start"]),
                 str(r["kind"]),
                 tuple(r["owner"]) or ("", "", ""),
                 float(r["gpu_seconds"]),
@@ -105,7 +102,7 @@ def fetch_day_storage(
     out: dict[DayKey, dict[Owner, float]] = defaultdict(dict)
     params = {"start": start, "end": end, "by": ",".join(dims), "cluster": cluster}
     for r in rows(client, "cost_storage_bytes", params):
-        out[(_utc(r["day"]), str(r["cluster"]))][tuple(r["owner"])] = float(r["bytes"])
+        out[(as_utc(r["day"]), str(r["cluster"]))][tuple(r["owner"])] = float(r["bytes"])
     return dict(out)
 
 
@@ -163,7 +160,7 @@ def line_from_row(r: dict[str, Any]) -> tuple[str, str, CostLine]:
         str(r["term"]),
         (str(r["business_unit"]), str(r["team"]), str(r["model"])),
         str(r["gpu_model"]),
-        _utc(r["price_from"]),
+        as_utc(r["price_from"]),
         Decimal(r["unit_price"]),
         str(r["pricing_unit"]),
         float(r["quantity"]),

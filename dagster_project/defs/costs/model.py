@@ -53,7 +53,8 @@ from dagster_project.defs.costs.lines import (
     pro_rata,
     with_energy,
 )
-from dagster_project.defs.costs.pricing import EPOCH, SHARED_TERMS, IdlePolicy, PriceBook, month_bounds, shared_amount
+from dagster_project.defs.costs.pricing import SHARED_TERMS, IdlePolicy, PriceBook, shared_amount
+from pipelines.times import EPOCH, month_bounds, utc_text
 
 __all__ = [
     "GPU_HOURS",
@@ -301,7 +302,7 @@ def _price(book: PriceBook, s: UsageSegment, alloc: DayAllocation) -> tuple[Deci
     found = book.rate_at(s.gpu_model, s.segment_start) if s.segment_start > EPOCH else None
     if found is None:
         alloc.unpriced_gpu_seconds += s.gpu_seconds
-        note = f"no rate for GPU model {s.gpu_model!r} at {s.segment_start:%Y-%m-%dT%H:%M:%SZ}: priced at 0"
+        note = f"no rate for GPU model {s.gpu_model!r} at {utc_text(s.segment_start)}: priced at 0"
         if note not in alloc.notes:
             alloc.notes.append(note)
         return Decimal(0), EPOCH

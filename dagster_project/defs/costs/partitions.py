@@ -5,9 +5,15 @@ from __future__ import annotations
 from dagster_project.defs.common.partitions import (
     daily_freshness,
     daily_partitions,
-    day_bounds,
-    month_bounds,
+    day_partition_bounds,
+    month_partition_bounds,
     monthly_partitions,
 )
 
-__all__ = ["daily_freshness", "daily_partitions", "day_bounds", "month_bounds", "monthly_partitions"]
+__all__ = [
+    "daily_freshness",
+    "daily_partitions",
+    "day_partition_bounds",
+    "month_partition_bounds",
+    "monthly_partitions",
+]

@@ -8,7 +8,7 @@ pricing file can serve a single-cluster setup whatever the facts' cluster is cal
 from __future__ import annotations
 
 from collections import defaultdict
-from datetime import UTC, datetime
+from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -19,10 +19,7 @@ from dagster_project.defs.common.warehouse import rows
 from dagster_project.defs.costs.pricing import SHARED_TERMS, PriceBook, PricingError, RateVersion, SharedVersion
 from pipelines.events import PricingEvent
 from pipelines.parsers.reference import parse_pricing
-
-
-def _utc(value: Any) -> datetime:
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+from pipelines.times import as_utc
 
 
 def _dec(value: object) -> Decimal:
@@ -33,7 +30,7 @@ def books_from_rows(rate_rows: list[dict[str, Any]], shared_rows: list[dict[str,
     """Rows of ``cost_pricing_rates`` and ``cost_pricing_shared`` → a price book per cluster."""
     rates: dict[str, dict[datetime, RateVersion]] = defaultdict(dict)
     for r in rate_rows:
-        cluster, since = str(r["cluster"]), _utc(r["effective_from"])
+        cluster, since = str(r["cluster"]), as_utc(r["effective_from"])
         version = rates[cluster].get(since) or RateVersion(since, str(r["currency"]), {})
         version.hourly[str(r["gpu_model"])] = _dec(r["hourly_rate"])
         rates[cluster][since] = version
@@ -46,7 +43,7 @@ def books_from_rows(rate_rows: list[dict[str, Any]], shared_rows: list[dict[str,
         energy, carbon = s.get("energy_per_kwh"), s.get("carbon_g_per_kwh")
         shared[str(s["cluster"])].append(
             SharedVersion(
-                _utc(s["effective_from"]),
+                as_utc(s["effective_from"]),
                 str(s["currency"]),
                 monthly,
                 policy,  # type: ignore[arg-type]

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from decimal import Decimal
 from typing import Literal
 
+from pipelines.times import month_bounds
+
 IdlePolicy = Literal["spread", "platform", "by_allocation"]
 SHARED_TERMS: tuple[str, ...] = ("network", "storage", "support", "operations")
-EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 class PricingError(ValueError):
@@ -101,13 +102,6 @@ class PriceBook:
             if version is not None:
                 out.append((a, b, version))
         return out
-
-
-def month_bounds(at: datetime) -> tuple[datetime, datetime]:
-    """The calendar month (UTC) containing ``at``: ``[first day 00:00, next month's first day)``."""
-    start = datetime(at.year, at.month, 1, tzinfo=UTC)
-    nxt = (start + timedelta(days=32)).replace(day=1)
-    return start, nxt
 
 
 def shared_amount(version: SharedVersion, term: str, start: datetime, end: datetime) -> Decimal:

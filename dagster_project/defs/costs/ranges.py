@@ -29,6 +29,7 @@ from dagster_project.defs.costs.compute import OWNER_DIMENSIONS, fetch_day_segme
 from dagster_project.defs.costs.model import PLATFORM, CostLine, IdleShare, SharePolicy, allocate_day
 from dagster_project.defs.costs.monthly import ChargeLine, month_lines
 from dagster_project.defs.costs.price_books import book_for, books_from_warehouse
+from pipelines.times import floor_day
 
 __all__ = [
     "IDLE_ROW",
@@ -82,7 +83,7 @@ def day_parts(start: datetime, end: datetime) -> list[tuple[datetime, datetime]]
     """``[start, end)`` cut at every UTC midnight."""
     parts, a = [], start
     while a < end:
-        midnight = a.replace(hour=0, minute=0, second=0, microsecond=0) + timedelta(days=1)
+        midnight = floor_day(a) + timedelta(days=1)
         parts.append((a, min(midnight, end)))
         a = parts[-1][1]
     return parts
@@ -107,7 +108,7 @@ def range_lines(
     daily: list[tuple[str, CostLine]] = []
     currency: dict[str, str] = {}
     for a, b in day_parts(start, end):
-        day = a.replace(hour=0, minute=0, second=0, microsecond=0)
+        day = floor_day(a)
         for (d, c), segs in sorted(segments.items()):
             if d != day:
                 continue

@@ -15,7 +15,7 @@ from dagster_project.defs.costs.month_rollup import CHARGEBACK_COLUMNS, chargeba
 from dagster_project.defs.costs.monthly import term_totals
 from dagster_project.defs.costs.resources import default_cluster, price_books, share_policy
 from dagster_project.defs.exports.export import load_chargeback, write_files
-from dagster_project.defs.exports.partitions import month_bounds, monthly_partitions
+from dagster_project.defs.exports.partitions import month_partition_bounds, monthly_partitions
 from dagster_project.defs.exports.reports import record_export
 from dagster_project.defs.exports.resources import (
     ClickHouseResource,
@@ -32,7 +32,7 @@ def chargeback_monthly(context: AssetExecutionContext, clickhouse: ClickHouseRes
     """The month's chargeback lines per cluster, business unit, term, team, model and GPU model, in
     cents: each term's month total rounded once, its cents handed out by largest remainder, so the
     business units' lines plus the platform's remainder equal the period's total cost exactly."""
-    first, _, end = month_bounds(context.partition_key)
+    first, _, end = month_partition_bounds(context.partition_key)
     with clickhouse.client() as client:
         month = month_from_daily(client, first, end.date())
         n = replace_rows(
@@ -51,7 +51,7 @@ def chargeback_files(
     exports: ExportResource,
 ) -> dg.MaterializeResult:
     """FinOps FOCUS 1.2 files of the month: all rows, and one file per business unit with only its rows."""
-    first, start, end = month_bounds(context.partition_key)
+    first, start, end = month_partition_bounds(context.partition_key)
     with clickhouse.client() as client:
         books = price_books(pricing, client, default_cluster())
         cb = load_chargeback(client, first.isoformat(), books, share_policy(pricing), default_cluster())

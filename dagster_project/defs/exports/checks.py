@@ -15,7 +15,7 @@ from dagster_project.defs.exports.assets import chargeback_monthly
 from dagster_project.defs.exports.focus import focus_rows
 from dagster_project.defs.exports.focus_rules import check_rows
 from dagster_project.defs.exports.focus_spec import HEADER
-from dagster_project.defs.exports.partitions import month_bounds
+from dagster_project.defs.exports.partitions import month_partition_bounds
 from dagster_project.defs.exports.resources import ClickHouseResource, ExportResource, focus_config
 
 
@@ -25,7 +25,7 @@ def chargeback_monthly_money_conserved(
 ) -> dg.AssetCheckResult:
     """Business units' lines plus the platform's remainder equal the period's total cost, to the cent
     (the total: each term's daily cost lines summed exactly and rounded once)."""
-    first, _, end = month_bounds(context.partition_key)
+    first, _, end = month_partition_bounds(context.partition_key)
     with clickhouse.client() as client:
         lines = rows(client, "chargeback_lines", {"month": first})
         daily = rows(client, "cost_allocation_month", {"start": first, "end": end.date()})
@@ -52,7 +52,7 @@ def chargeback_monthly_no_negative_cost(
     context: AssetCheckExecutionContext, clickhouse: ClickHouseResource
 ) -> dg.AssetCheckResult:
     """No chargeback line is negative."""
-    first, _, _ = month_bounds(context.partition_key)
+    first, _, _ = month_partition_bounds(context.partition_key)
     with clickhouse.client() as client:
         lines = rows(client, "chargeback_lines", {"month": first})
     bad = [r for r in lines if Decimal(r["cost"]) < 0]
@@ -67,7 +67,7 @@ def chargeback_monthly_focus_rules_hold(
 ) -> dg.AssetCheckResult:
     """The month's FOCUS rows have every mandatory column, allowed values, correct nulls, UTC times,
     flat prefixed tags, x_-prefixed custom columns, and unit price × quantity matching cost."""
-    first, start, end = month_bounds(context.partition_key)
+    first, start, end = month_partition_bounds(context.partition_key)
     with clickhouse.client() as client:
         lines = rows(client, "chargeback_lines", {"month": first})
     currency = {str(r["cluster"]): str(r["currency"]) for r in lines}

@@ -14,7 +14,7 @@ from typing import Any
 
 from clickhouse_connect.driver.client import Client
 
-from dagster_project.defs.common.partitions import month_bounds
+from dagster_project.defs.common.partitions import month_partition_bounds
 from dagster_project.defs.common.warehouse import rows
 from dagster_project.defs.costs.compute import cost_day
 from dagster_project.defs.costs.model import PLATFORM, SharePolicy
@@ -70,7 +70,7 @@ def lines_of(month: Month) -> list[dict[str, Any]]:
 def load_chargeback(
     client: Client, period: str, books: dict[str, PriceBook], policy: SharePolicy, default_cluster: str
 ) -> Chargeback:
-    first, start, end = month_bounds(period)
+    first, start, end = month_partition_bounds(period)
     stored = rows(client, "chargeback_lines", {"month": first})
     if stored:
         return Chargeback(

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
 from dagster_project.defs.costs.model import GPU_HOURS, PLATFORM
 from dagster_project.defs.exports.focus_spec import HEADER, TAG_PREFIX
+from pipelines.times import utc_text  # FOCUS Date/Time: YYYY-MM-DDTHH:mm:ssZ
 
 # term -> (ServiceName, ServiceCategory, ServiceSubcategory, SkuMeter)
 SERVICES = {
@@ -42,12 +43,6 @@ SERVICES = {
 class FocusConfig:
     provider_name: str = "GPU Platform"
     invoice_issuer_name: str = "GPU Platform"
-
-
-def ts(value: datetime) -> str:
-    """FOCUS Date/Time format: ``YYYY-MM-DDTHH:mm:ssZ`` in UTC."""
-    value = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-    return value.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def dec(value: Any, places: int | None = None) -> str:
@@ -107,10 +102,10 @@ def focus_row(
             "BillingAccountId": cluster,
             "BillingAccountName": f"{cluster} GPU cluster",
             "BillingCurrency": currency,
-            "BillingPeriodStart": ts(period[0]),
-            "BillingPeriodEnd": ts(period[1]),
-            "ChargePeriodStart": ts(period[0]),
-            "ChargePeriodEnd": ts(period[1]),
+            "BillingPeriodStart": utc_text(period[0]),
+            "BillingPeriodEnd": utc_text(period[1]),
+            "ChargePeriodStart": utc_text(period[0]),
+            "ChargePeriodEnd": utc_text(period[1]),
             "ChargeCategory": "Usage",
             "ChargeClass": None,
             "ChargeDescription": _description(line, currency),
@@ -131,7 +126,7 @@ def focus_row(
             "ServiceSubcategory": subcategory,
             "SkuId": sku,
             "SkuMeter": meter,
-            "SkuPriceId": f"{sku}@{ts(line['price_from'])}",
+            "SkuPriceId": f"{sku}@{utc_text(line['price_from'])}",
             "SubAccountId": bu,
             "SubAccountName": "Platform (unshared remainder)" if bu == PLATFORM else bu,
             "Tags": json.dumps(tags, sort_keys=True, separators=(",", ":")),

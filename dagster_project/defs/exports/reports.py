@@ -14,7 +14,7 @@ from typing import Any
 
 from clickhouse_connect.driver.client import Client
 
-from dagster_project.defs.common.partitions import month_bounds
+from dagster_project.defs.common.partitions import month_partition_bounds
 from dagster_project.defs.common.warehouse import rows
 from dagster_project.defs.costs.compute import line_from_row
 from dagster_project.defs.costs.model import PLATFORM, SharePolicy
@@ -95,7 +95,7 @@ def export_chargeback(
 
 def unit_cost_records(client: Client, period: str, default_cluster: str) -> list[dict[str, Any]]:
     """The month's unit cost per cluster (``UNIT_COST_COLUMNS`` keys), stored or computed."""
-    first, start, end = month_bounds(period)
+    first, start, end = month_partition_bounds(period)
     stored = rows(client, "cost_unit_cost", {"month": first})
     if not stored:
         cb = load_chargeback(client, period, books_from_warehouse(client), SharePolicy(), default_cluster)

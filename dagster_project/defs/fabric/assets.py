@@ -4,15 +4,16 @@
 # objects here (no `from __future__ import annotations` in asset and check modules).
 
 from dataclasses import astuple
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import dagster as dg
 from dagster import AssetExecutionContext
 
 from dagster_project.defs.common.warehouse import replace_rows, rows
 from dagster_project.defs.fabric.model import Run, flagged_nodes, health
-from dagster_project.defs.fabric.partitions import daily_freshness, daily_partitions, day_bounds
+from dagster_project.defs.fabric.partitions import daily_freshness, daily_partitions, day_partition_bounds
 from dagster_project.defs.fabric.resources import ClickHouseResource, FabricConfig
+from pipelines.times import as_utc
 
 FABRIC_COLUMNS = (
     "day",
@@ -38,14 +39,14 @@ def fabric_health(
     """Per day, cluster, collective and node set: runs, failed runs, mean bus bandwidth, the baseline
     it is compared with (node set's own history, else the cluster's peers of the same size) and
     whether it is below it."""
-    day, start, end = day_bounds(context.partition_key)
+    day, start, end = day_partition_bounds(context.partition_key)
     with clickhouse.client() as client:
         runs = [
             Run(
                 str(r["cluster"]),
                 str(r["collective"]),
                 str(r["run_id"]),
-                _utc(r["time"]),
+                as_utc(r["time"]),
                 tuple(r["hosts"]),
                 None if r["avg_busbw_gbps"] is None else float(r["avg_busbw_gbps"]),
                 bool(r["ok"]),
@@ -59,7 +60,3 @@ def fabric_health(
     if flagged:
         context.log.warning(f"nodes below their NCCL baseline: {', '.join(flagged)}")
     return dg.MaterializeResult(metadata={"rows": n, "flagged_nodes": ", ".join(flagged)})
-
-
-def _utc(value: datetime) -> datetime:
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)

@@ -8,7 +8,7 @@ from dagster import AssetCheckExecutionContext
 
 from dagster_project.defs.common.warehouse import rows
 from dagster_project.defs.fabric.assets import fabric_health
-from dagster_project.defs.fabric.partitions import day_bounds
+from dagster_project.defs.fabric.partitions import day_partition_bounds
 from dagster_project.defs.fabric.resources import ClickHouseResource
 
 
@@ -17,7 +17,7 @@ def fabric_health_no_node_set_below_baseline(
     context: AssetCheckExecutionContext, clickhouse: ClickHouseResource
 ) -> dg.AssetCheckResult:
     """No node set ran below its NCCL bandwidth baseline on the day."""
-    day, _, _ = day_bounds(context.partition_key)
+    day, _, _ = day_partition_bounds(context.partition_key)
     with clickhouse.client() as client:
         below = rows(client, "fabric_below_baseline", {"day": day})
     return dg.AssetCheckResult(

@@ -7,7 +7,7 @@ import dagster as dg
 from dagster import AssetExecutionContext
 
 from dagster_project.defs.common.warehouse import replace_from_query
-from dagster_project.defs.usage.partitions import daily_freshness, daily_partitions, day_bounds
+from dagster_project.defs.usage.partitions import daily_freshness, daily_partitions, day_partition_bounds
 from dagster_project.defs.usage.resources import ClickHouseResource
 
 USAGE_COLUMNS = (
@@ -54,7 +54,7 @@ def gpu_usage_daily(context: AssetExecutionContext, clickhouse: ClickHouseResour
     """GPU-seconds per day, cluster, GPU model, kind (allocated / unallocated / unavailable) and every
     owner dimension (scheduler, namespace, account, user, queue, workload kind, team, business unit,
     model, job, attempt, outcome, failure reason), with busy, unobserved and allocated-idle seconds."""
-    day, start, end = day_bounds(context.partition_key)
+    day, start, end = day_partition_bounds(context.partition_key)
     with clickhouse.client() as client:
         n = replace_from_query(
             client, "gpu_usage_daily", "day", day, USAGE_COLUMNS, "usage_daily_rows", {"start": start, "end": end}
@@ -66,7 +66,7 @@ def gpu_usage_daily(context: AssetExecutionContext, clickhouse: ClickHouseResour
 def queue_time_daily(context: AssetExecutionContext, clickhouse: ClickHouseResource) -> dg.MaterializeResult:
     """Queue time of the attempts that started on the day, per scheduler queue: wait (mean, p50, p95,
     max) and GPU-seconds waited (requested GPUs × wait)."""
-    day, start, end = day_bounds(context.partition_key)
+    day, start, end = day_partition_bounds(context.partition_key)
     with clickhouse.client() as client:
         n = replace_from_query(
             client, "queue_time_daily", "day", day, QUEUE_COLUMNS, "usage_daily_queue", {"start": start, "end": end}

@@ -8,7 +8,7 @@ from dagster import AssetCheckExecutionContext
 
 from dagster_project.defs.common.warehouse import rows
 from dagster_project.defs.usage.assets import gpu_usage_daily
-from dagster_project.defs.usage.partitions import day_bounds
+from dagster_project.defs.usage.partitions import day_partition_bounds
 from dagster_project.defs.usage.resources import ClickHouseResource
 
 TOLERANCE_S = 1e-3
@@ -23,7 +23,7 @@ def gpu_usage_daily_gpu_seconds_conserved(
     or its samples reported, not what the attribution wrote: over-allocation fails here), every written
     window's node has an inventory, and per node and window the current facts (allocated +
     unallocated + unavailable) equal its physical GPUs × window."""
-    day, start, end = day_bounds(context.partition_key)
+    day, start, end = day_partition_bounds(context.partition_key)
     params = {"start": start, "end": end}
     with clickhouse.client() as client:
         inventory = rows(client, "usage_daily_capacity", params)

@@ -14,6 +14,7 @@ from dagster_project.defs.common.partitions import START_DATE
 from dagster_project.defs.common.resources import ClickHouseResource
 from dagster_project.defs.common.warehouse import rows
 from dagster_project.defs.costs.schedules import monthly_assets_job
+from pipelines.times import parse_day
 
 daily_assets_job = dg.define_asset_job(
     "daily_assets_job",
@@ -55,7 +56,7 @@ def late_run_requests(
     changed = {
         r["day"].isoformat(): int(r["changed"])
         for r in rows(client, "late_changes", {"since": since, "today": today})
-        if r["day"] >= date.fromisoformat(START_DATE)
+        if r["day"] >= parse_day(START_DATE)
     }
     days = stale(changed, built_at(instance, DAILY_ASSETS, changed))
     by_month: dict[str, int] = defaultdict(int)

@@ -8,7 +8,7 @@ from dagster import AssetExecutionContext
 
 from dagster_project.defs.common.warehouse import replace_from_query, replace_from_select
 from dagster_project.defs.usage.assets import gpu_usage_daily
-from dagster_project.defs.waste.partitions import daily_freshness, daily_partitions, day_bounds
+from dagster_project.defs.waste.partitions import daily_freshness, daily_partitions, day_partition_bounds
 from dagster_project.defs.waste.resources import ClickHouseResource
 from pipelines.reports import IDLE_CAUSE_RULES
 from sql import load_query
@@ -55,7 +55,7 @@ FAILURE_COLUMNS = (
 def idle_waste_daily(context: AssetExecutionContext, clickhouse: ClickHouseResource) -> dg.MaterializeResult:
     """Idle GPU-seconds by GPU model, node and team: ``allocated_idle`` (allocated − busy − unobserved,
     charged to the team holding the GPUs), ``unallocated`` and ``unavailable`` capacity."""
-    day, start, end = day_bounds(context.partition_key)
+    day, start, end = day_partition_bounds(context.partition_key)
     with clickhouse.client() as client:
         n = replace_from_query(
             client, "idle_waste_daily", "day", day, IDLE_COLUMNS, "waste_idle_daily", {"start": start, "end": end}
@@ -73,7 +73,7 @@ def idle_waste_daily(context: AssetExecutionContext, clickhouse: ClickHouseResou
 def failure_waste_daily(context: AssetExecutionContext, clickhouse: ClickHouseResource) -> dg.MaterializeResult:
     """Failed attempts' GPU-seconds by reason, team, model and job, and the lost work: the part after
     the attempt's last completed checkpoint (all of it without a checkpoint)."""
-    day, start, end = day_bounds(context.partition_key)
+    day, start, end = day_partition_bounds(context.partition_key)
     with clickhouse.client() as client:
         n = replace_from_query(
             client,
@@ -98,7 +98,7 @@ def idle_causes_daily(context: AssetExecutionContext, clickhouse: ClickHouseReso
     """Why allocated GPUs sat idle: each owner's idle GPU-seconds of the day split into checkpoint,
     storage_stall, fabric_degraded, startup, teardown and idle (unobserved beside them), by cluster,
     node, team, business unit and model — ``report idle-causes``' rules, kept per day."""
-    day, start, end = day_bounds(context.partition_key)
+    day, start, end = day_partition_bounds(context.partition_key)
     keys = ", ".join(f"parts[{i + 1}]" for i in range(len(CAUSE_DIMENSIONS)))
     select = (
         f"SELECT {{day:Date}}, {keys}, cause, idle_gpu_hours * 3600, cost, currency\n"

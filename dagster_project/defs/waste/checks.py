@@ -9,7 +9,7 @@ from dagster import AssetCheckExecutionContext
 
 from dagster_project.defs.common.warehouse import rows
 from dagster_project.defs.waste.assets import failure_waste_daily, idle_causes_daily
-from dagster_project.defs.waste.partitions import day_bounds
+from dagster_project.defs.waste.partitions import day_partition_bounds
 from dagster_project.defs.waste.resources import ClickHouseResource
 
 
@@ -18,7 +18,7 @@ def failure_waste_daily_lost_within_failed(
     context: AssetCheckExecutionContext, clickhouse: ClickHouseResource
 ) -> dg.AssetCheckResult:
     """No row loses more GPU-seconds than it failed, and none is negative."""
-    day, _, _ = day_bounds(context.partition_key)
+    day, _, _ = day_partition_bounds(context.partition_key)
     with clickhouse.client() as client:
         bad = rows(client, "waste_failure_check", {"day": day})[0]["bad"]
     return dg.AssetCheckResult(
@@ -35,7 +35,7 @@ def idle_causes_daily_sum_to_idle(
 ) -> dg.AssetCheckResult:
     """Every owner's causes (unobserved aside) add up to its allocated idle GPU-seconds of the day:
     allocated − busy − unobserved, as report gpu-hours counts them."""
-    day, start, end = day_bounds(context.partition_key)
+    day, start, end = day_partition_bounds(context.partition_key)
     with clickhouse.client() as client:
         r = rows(
             client,

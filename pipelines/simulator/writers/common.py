@@ -1,8 +1,7 @@
-"""Formatting shared by the writers: numbers as Prometheus prints them, times, hostlists."""
+"""Formatting shared by the writers: numbers as Prometheus prints them, hostlists (times: ``pipelines.times``)."""
 
 from __future__ import annotations
 
-from datetime import datetime
 from pathlib import Path
 
 
@@ -14,11 +13,6 @@ def prom_value(value: float) -> str:
     if "e" in text:
         text = f"{value:.12f}".rstrip("0").rstrip(".")
     return text
-
-
-def rfc3339(moment: datetime) -> str:
-    """Kubernetes ``metav1.Time``: RFC 3339 in UTC, whole seconds."""
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def compress_hostlist(names: list[str]) -> str:

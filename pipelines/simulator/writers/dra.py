@@ -32,9 +32,10 @@ from pipelines.simulator import sharing
 from pipelines.simulator.config import SimConfig
 from pipelines.simulator.model.cluster import Cluster, Node, Slot
 from pipelines.simulator.model.jobs import Attempt, SimState
-from pipelines.simulator.writers.common import rfc3339, write_text
+from pipelines.simulator.writers.common import write_text
 from pipelines.simulator.writers.dcgm import DRIVER
 from pipelines.simulator.writers.k8s_nodes import node_uid
+from pipelines.times import utc_text
 
 CLAIMS_FILE = "kubernetes/resourceclaims.json"
 SLICES_FILE = "kubernetes/resourceslices.json"
@@ -101,7 +102,7 @@ def resource_slice(cfg: SimConfig, node: Node) -> dict[str, Any]:
             "name": name,
             "generateName": f"{node.name}-{sharing.DRA_DRIVER}-",
             "uid": _uid(cfg.cluster, name),
-            "creationTimestamp": rfc3339(cfg.at(-86400)),
+            "creationTimestamp": utc_text(cfg.at(-86400)),
             "ownerReferences": [
                 {
                     "apiVersion": "v1",
@@ -135,7 +136,7 @@ def _claim(
         "name": name,
         "namespace": namespace,
         "uid": _uid(cfg.cluster, namespace, name),
-        "creationTimestamp": rfc3339(cfg.at(created)),
+        "creationTimestamp": utc_text(cfg.at(created)),
     }
     if owner is not None and owner.pod is not None:
         meta["annotations"] = {"resource.kubernetes.io/pod-claim-name": "gpu"}

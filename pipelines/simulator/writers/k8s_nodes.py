@@ -24,7 +24,8 @@ import orjson
 from pipelines.simulator import sharing
 from pipelines.simulator.config import SimConfig
 from pipelines.simulator.model.cluster import Cluster, Node
-from pipelines.simulator.writers.common import rfc3339, write_text
+from pipelines.simulator.writers.common import write_text
+from pipelines.times import utc_text
 
 FILE = "kubernetes/nodes.json"
 BOOTED = -30 * 86400  # the nodes joined the cluster a month before the window
@@ -80,7 +81,7 @@ def _labels(node: Node) -> dict[str, str]:
 
 
 def node_object(cfg: SimConfig, node: Node) -> dict[str, Any]:
-    joined = rfc3339(cfg.at(BOOTED))
+    joined = utc_text(cfg.at(BOOTED))
     resources = _resources(node)
     return {
         "apiVersion": "v1",
@@ -102,7 +103,7 @@ def node_object(cfg: SimConfig, node: Node) -> dict[str, Any]:
                     "status": "True",
                     "reason": "KubeletReady",
                     "message": "kubelet is posting ready status",
-                    "lastHeartbeatTime": rfc3339(cfg.at(0)),
+                    "lastHeartbeatTime": utc_text(cfg.at(0)),
                     "lastTransitionTime": joined,
                 }
             ],

@@ -11,7 +11,7 @@ from pipelines.simulator.config import SHARED_REPLICAS, SimConfig
 from pipelines.simulator.metrics import container_name
 from pipelines.simulator.model.cluster import Cluster
 from pipelines.simulator.model.jobs import Attempt, JobSpec, Pod
-from pipelines.simulator.writers.common import rfc3339
+from pipelines.times import utc_text
 
 IMAGES = {
     "training": "nvcr.io/nvidia/pytorch:24.08-py3",
@@ -67,7 +67,7 @@ class PodView:
 
     def t(self, offset: int) -> str:
         assert self.cfg is not None
-        return rfc3339(self.cfg.at(offset))
+        return utc_text(self.cfg.at(offset))
 
     def _metadata(self, stage: str) -> dict[str, Any]:
         spec, pod = self.spec, self.pod

@@ -24,8 +24,9 @@ import orjson
 from pipelines.simulator.config import SimConfig
 from pipelines.simulator.model.cluster import Cluster
 from pipelines.simulator.model.jobs import Attempt, JobSpec
-from pipelines.simulator.writers.common import rfc3339, write_text
+from pipelines.simulator.writers.common import write_text
 from pipelines.simulator.writers.k8s_objects import PodView
+from pipelines.times import utc_text
 
 FILE = "kubernetes/pods.watch.jsonl"
 MALFORMED = 2
@@ -73,7 +74,7 @@ def _pods(specs: list[JobSpec]) -> list[PodView]:
 
 def _bad_pod(cfg: SimConfig, cluster: Cluster, t: int) -> dict[str, Any]:
     node = cluster.by_scheduler("kubernetes")[0]
-    created = rfc3339(cfg.at(t))
+    created = utc_text(cfg.at(t))
     return {
         "kind": "Pod",
         "apiVersion": "v1",

@@ -19,6 +19,7 @@ from pipelines.simulator.config import SimConfig
 from pipelines.simulator.model.cluster import Cluster
 from pipelines.simulator.model.jobs import SimState
 from pipelines.simulator.writers.common import write_text
+from pipelines.times import utc_text
 
 PEAK_BUSBW = {"H100": (470.0, 360.0), "H200": (480.0, 370.0), "A100": (230.0, 185.0)}  # (intra, inter) GB/s
 DEGRADED_FACTOR = 0.42
@@ -103,7 +104,7 @@ def write_logs(
         if malformed:
             rows[18] = " ".join(rows[18].split()[:8])  # cut off after the out-of-place busbw
         wrapper = [
-            f"Started: {cfg.at(attempt.run_start).strftime('%Y-%m-%dT%H:%M:%SZ')}",
+            f"Started: {utc_text(cfg.at(attempt.run_start))}",
             f"+ srun --nodes={len(nodes)} --ntasks-per-node=8 --gpus-per-node=8 all_reduce_perf -b 8 -e 8G -f 2 -g 1",
         ]
         lines = (
@@ -119,7 +120,7 @@ def write_logs(
         runs_out.append(
             {
                 "file": rel,
-                "started": cfg.at(attempt.run_start).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "started": utc_text(cfg.at(attempt.run_start)),
                 "at": attempt.run_start,
                 "nodes": nodes,
                 "ranks": 8 * len(nodes),

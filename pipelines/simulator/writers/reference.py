@@ -6,7 +6,8 @@ from pathlib import Path
 
 from pipelines.simulator.config import SimConfig
 from pipelines.simulator.org import ACCOUNTS, NAMESPACES, OrgVersion
-from pipelines.simulator.writers.common import rfc3339, write_text
+from pipelines.simulator.writers.common import write_text
+from pipelines.times import utc_text
 
 GPU_HOURLY = {"H100": "2.50", "H200": "3.10", "A100": "1.60"}
 MONTHLY = {"network": 12000, "storage": 8000, "support": 5000, "operations": 9000}
@@ -15,7 +16,7 @@ MONTHLY = {"network": 12000, "storage": 8000, "support": 5000, "operations": 900
 def write_org(path: Path, cfg: SimConfig, versions: list[OrgVersion]) -> None:
     lines = ["versions:"]
     for version in versions:
-        lines.append(f"  - effective_from: {rfc3339(cfg.at(version.effective_from))}")
+        lines.append(f"  - effective_from: {utc_text(cfg.at(version.effective_from))}")
         lines.append("    business_units:            # business unit -> its teams")
         lines += [f"      {bu}: [{', '.join(teams)}]" for bu, teams in version.business_units.items()]
         lines.append("    namespaces:                # Kubernetes namespace -> team")
@@ -33,7 +34,7 @@ def write_pricing(path: Path, cfg: SimConfig, effective_from: int) -> None:
         "\n".join(
             [
                 "versions:",
-                f"  - effective_from: {rfc3339(cfg.at(effective_from))}",
+                f"  - effective_from: {utc_text(cfg.at(effective_from))}",
                 "    currency: USD",
                 f"    gpu_hourly: {{{hourly}}}",
                 f"    monthly: {{{monthly}}}",

@@ -27,7 +27,8 @@ from pipelines.simulator.anomalies import STALL_MIN_RATE, StorageStall
 from pipelines.simulator.config import SimConfig
 from pipelines.simulator.model.cluster import Cluster
 from pipelines.simulator.model.jobs import Attempt, SimState
-from pipelines.simulator.writers.common import prom_value, rfc3339, write_text
+from pipelines.simulator.writers.common import prom_value, write_text
+from pipelines.times import utc_text
 
 NODE_FILE, CHECKPOINT_FILE = "storage/node_exporter.json", "storage/checkpoints.jsonl"
 NODE_MALFORMED, CHECKPOINT_MALFORMED = 2, 2  # the unreadable point and the read half it leaves alone
@@ -183,8 +184,8 @@ def write_checkpoints(path: Path, cfg: SimConfig, state: SimState) -> int:
                         "kind": c.kind,
                         "path": c.path,
                         "bytes": c.bytes,
-                        "started": rfc3339(cfg.at(c.started)),
-                        "finished": rfc3339(cfg.at(c.finished)),
+                        "started": utc_text(cfg.at(c.started)),
+                        "finished": utc_text(cfg.at(c.finished)),
                         "node": c.node,
                         "cluster": cfg.cluster,
                     },
@@ -198,12 +199,12 @@ def write_checkpoints(path: Path, cfg: SimConfig, state: SimState) -> int:
         "kind": "write",
         "path": "/lustre/scratch/tmp/99997/ckpt-000001",
         "bytes": 1_000_000,
-        "started": rfc3339(cfg.at(cfg.horizon // 2)),
-        "finished": rfc3339(cfg.at(cfg.horizon // 2 - 60)),
+        "started": utc_text(cfg.at(cfg.horizon // 2)),
+        "finished": utc_text(cfg.at(cfg.horizon // 2 - 60)),
         "node": "gpu001",
         "cluster": cfg.cluster,
     }
-    whole = orjson.dumps({**fake, "started": rfc3339(cfg.at(cfg.horizon // 4))}).decode()
+    whole = orjson.dumps({**fake, "started": utc_text(cfg.at(cfg.horizon // 4))}).decode()
     lines.insert(len(lines) // 3, whole[: len(whole) // 2])
     lines.insert(2 * len(lines) // 3, orjson.dumps(fake).decode())
     write_text(path, "\n".join(lines) + "\n")

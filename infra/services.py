@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from clickhouse_connect.driver.client import Client
-from clickhouse_connect.driver.exceptions import DatabaseError
 
 from infra.errors import ServiceError
 from infra.kafka import broker
@@ -25,9 +24,8 @@ from infra.process import Service, differences, read_pid, start, stop
 from pipelines.settings import Settings
 from pipelines.times import EPOCH
 from sql import load_query
-from sql.client import get_client, server_client
-from sql.errors import describe
-from sql.migrate import MigrationReport, database_statement, ensure_reader, migrate
+from sql.client import get_client
+from sql.migrate import MigrationReport, apply
 from streams import rollup
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -150,36 +148,15 @@ def _streams_available() -> bool:
 
 
 def apply_migrations(settings: Settings) -> MigrationReport:
-    admin = server_client(settings)
-    admin.command(database_statement(settings.clickhouse_database, settings.clickhouse_cluster))
-    client = get_client(settings)
-    try:
-        report = migrate(admin, client, settings.clickhouse_database, settings.clickhouse_cluster)
-        if ROLLUP_MIGRATION in report.applied:  # facts written before the rollup existed: build their hours
-            rollup.rebuild_stale(client, EPOCH)
-        elif ORG_SCOPE_MIGRATION in report.applied:  # hours built before org versions were per cluster
-            rollup.rebuild_since(client, "", EPOCH)
-        report.reader = _reader_account(admin, settings)
-        return report
-    finally:
-        client.close()
-        admin.close()
+    """``sql.migrate.apply``, then the rollup's backfills an upgrade needs (``streams.rollup``)."""
+    return apply(settings, after=_backfill_rollup)
 
 
-def _reader_account(admin: Client, settings: Settings) -> str:
-    """Create or update the read-only account on a ClickHouse server (the embedded endpoint has it built in)."""
-    password = settings.clickhouse_reader_password.get_secret_value()
-    if not settings.clickhouse_url or not password:
-        return ""
-    user = settings.clickhouse_reader_user
-    try:
-        ensure_reader(admin, user, password, settings.clickhouse_database)
-    except DatabaseError as exc:
-        return (
-            f"read-only account {user} not created ({describe(exc)}); an administrator applies "
-            "sql/access/reader.sql (the embedded endpoint needs none)"
-        )
-    return f"read-only account {user} ready (SELECT on {settings.clickhouse_database})"
+def _backfill_rollup(client: Client, report: MigrationReport) -> None:
+    if ROLLUP_MIGRATION in report.applied:  # facts written before the rollup existed: build their hours
+        rollup.rebuild_stale(client, EPOCH)
+    elif ORG_SCOPE_MIGRATION in report.applied:  # hours built before org versions were per cluster
+        rollup.rebuild_since(client, "", EPOCH)
 
 
 def down(settings: Settings, say: Say = _quiet) -> list[str]:

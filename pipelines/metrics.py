@@ -3,7 +3,7 @@ registry), and the ``/metrics`` listener that serves them.
 
 The stream workers count events consumed and dead-lettered, facts written and each attribution
 step; the collectors count polls, failed polls and events published. ``gpuledger serve`` adds the
-shared state (lag, freshness, quarantined nodes: ``pipelines.serve.metrics``).
+shared state (lag, freshness, quarantined nodes: ``gpuledger.serve.metrics``).
 """
 
 from __future__ import annotations

@@ -9,11 +9,16 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from clickhouse_connect.driver.client import Client
+from clickhouse_connect.driver.exceptions import DatabaseError
 
+from pipelines.settings import Settings
 from sql import SQL_DIR, ddl_files, split_statements
+from sql.client import get_client, server_client
+from sql.errors import describe
 
 MIGRATIONS_TABLE = """
 CREATE TABLE IF NOT EXISTS schema_migrations
@@ -115,3 +120,36 @@ def _ident(name: str) -> str:
     if not name.replace("_", "").isalnum():
         raise ValueError(f"invalid database name {name!r}")
     return f"`{name}`"
+
+
+def apply(settings: Settings, after: Callable[[Client, MigrationReport], None] | None = None) -> MigrationReport:
+    """Create the configured database, apply the pending migrations, run ``after`` (the backfills an
+    upgrade needs, from the floor that owns them) and ensure the read-only account."""
+    admin = server_client(settings)
+    admin.command(database_statement(settings.clickhouse_database, settings.clickhouse_cluster))
+    client = get_client(settings)
+    try:
+        report = migrate(admin, client, settings.clickhouse_database, settings.clickhouse_cluster)
+        if after is not None:
+            after(client, report)
+        report.reader = _reader_account(admin, settings)
+        return report
+    finally:
+        client.close()
+        admin.close()
+
+
+def _reader_account(admin: Client, settings: Settings) -> str:
+    """Create or update the read-only account on a ClickHouse server (the embedded endpoint has it built in)."""
+    password = settings.clickhouse_reader_password.get_secret_value()
+    if not settings.clickhouse_url or not password:
+        return ""
+    user = settings.clickhouse_reader_user
+    try:
+        ensure_reader(admin, user, password, settings.clickhouse_database)
+    except DatabaseError as exc:
+        return (
+            f"read-only account {user} not created ({describe(exc)}); an administrator applies "
+            "sql/access/reader.sql (the embedded endpoint needs none)"
+        )
+    return f"read-only account {user} ready (SELECT on {settings.clickhouse_database})"

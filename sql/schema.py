@@ -53,12 +53,12 @@ def dump(client: Client, database: str) -> str:
 
 def generate() -> str:
     """Migrate a scratch database on the configured ClickHouse, dump it, drop it."""
-    from infra.services import apply_migrations
     from pipelines.settings import get_settings
     from sql.client import get_client, server_client
+    from sql.migrate import apply
 
     settings = get_settings().model_copy(update={"clickhouse_database": f"schema_{uuid.uuid4().hex[:10]}"})
-    apply_migrations(settings)
+    apply(settings)
     client, admin = get_client(settings), server_client(settings)
     try:
         return dump(client, settings.clickhouse_database)

@@ -19,8 +19,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from gpuledger.cli import export_cmd, report_cmd
 from infra.services import down
-from pipelines.cli import export_cmd, report_cmd
 from pipelines.settings import Settings, reset_settings
 
 REPO = Path(__file__).resolve().parents[2]
@@ -62,7 +62,7 @@ def demo_env(settings: Settings, monkeypatch: pytest.MonkeyPatch, workers: int =
     try:
         if workers:  # `gpuledger up` in its own process, as the demo starts them
             started = subprocess.run(
-                [sys.executable, "-m", "pipelines.cli.main", "up", "--workers", str(workers)],
+                [sys.executable, "-m", "gpuledger.cli.main", "up", "--workers", str(workers)],
                 capture_output=True,
                 text=True,
                 timeout=120,
@@ -81,7 +81,7 @@ def run_demo(out: Path, *args: str) -> str:
     argv = [
         sys.executable,
         "-m",
-        "pipelines.cli.demo_cmd",
+        "gpuledger.cli.demo_cmd",
         "--nodes",
         "2",
         "--hours",

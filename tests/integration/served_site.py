@@ -18,8 +18,8 @@ import pytest
 import requests
 from pydantic import SecretStr
 
+from gpuledger.serve.tokens import hashed_line
 from infra.services import down
-from pipelines.serve.tokens import hashed_line
 from pipelines.settings import Settings
 from tests.conftest import Endpoints
 from tests.integration.demo_helpers import REPO
@@ -61,7 +61,7 @@ def site_fixture(endpoints: Endpoints, tmp_path_factory: pytest.TempPathFactory)
     env.update(settings.process_env())
     serve = None
     try:
-        demo = [sys.executable, "-m", "pipelines.cli.demo_cmd", "--nodes", "2", "--hours", "2", "--seed", "3"]
+        demo = [sys.executable, "-m", "gpuledger.cli.demo_cmd", "--nodes", "2", "--hours", "2", "--seed", "3"]
         done = subprocess.run(
             [*demo, "--out", str(home / "demo")], env=env, cwd=REPO, capture_output=True, text=True, timeout=900
         )
@@ -100,7 +100,7 @@ def start_serve(home: Path, env: dict[str, str], name: str) -> tuple[subprocess.
     """``gpuledger serve`` with the tokens file in ``home``, answering ``/healthz``; its log and
     access log are ``home/<name>.log`` and ``home/<name>-access.log``."""
     port = _free_port()
-    argv = [sys.executable, "-m", "pipelines.cli.main", "serve", "--port", str(port)]
+    argv = [sys.executable, "-m", "gpuledger.cli.main", "serve", "--port", str(port)]
     argv += ["--tokens-file", str(home / "tokens"), "--access-log", str(home / f"{name}-access.log")]
     with open(home / f"{name}.log", "wb") as log:
         serve = subprocess.Popen(argv, env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)

@@ -18,9 +18,9 @@ import pytest
 
 from pipelines import events as ev
 from pipelines.producer import EventProducer
-from pipelines.reports import IDLE_CAUSE_RULES, IDLE_CAUSES
 from pipelines.settings import Settings
 from sql.client import get_client
+from sql.idle_causes import IDLE_CAUSE_RULES, IDLE_CAUSES
 from streams import replay
 from tests.integration.pipeline import Pipeline, wait_for
 

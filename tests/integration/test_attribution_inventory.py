@@ -243,8 +243,8 @@ def test_conflicts_and_busy_without_an_owner_reach_the_reports(
 
     from typer.testing import CliRunner
 
+    from gpuledger.cli.report_cmd import report_app
     from infra.services import status
-    from pipelines.cli.report_cmd import report_app
     from pipelines.settings import reset_settings
     from sql import load_query
 

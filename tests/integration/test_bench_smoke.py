@@ -47,7 +47,7 @@ POSITIVE = [
 SOURCES = ["dcgm_query_range", "dcgm_exposition", "kubernetes_pods"]
 RUNNER = """
 import typer
-from pipelines.cli import bench_cmd
+from gpuledger.cli import bench_cmd
 app = typer.Typer()
 bench_cmd.register(app)
 app.command("noop")(lambda: None)  # two commands: `bench` stays a subcommand, as in the main app

@@ -33,9 +33,9 @@ from dagster_project.defs.common.resources import (
 from dagster_project.defs.exports.files import read
 from dagster_project.defs.exports.focus_rules import TIME_RE, check_rows
 from dagster_project.defs.exports.focus_spec import MANDATORY
+from gpuledger.cli.export_cmd import register
+from gpuledger.cli.report_cmd import report_app
 from infra.services import apply_migrations
-from pipelines.cli.export_cmd import register
-from pipelines.cli.report_cmd import report_app
 from pipelines.settings import Settings, reset_settings
 from sql.client import get_client
 from streams import rollup

@@ -18,7 +18,7 @@ import pytest
 
 from dagster_project.definitions import defs
 from dagster_project.defs.common.resources import ClickHouseResource, ExportResource, default_resources
-from dagster_project.defs.usage.schedules import late_data_sensor
+from dagster_project.defs.late_data.sensors import late_data_sensor
 from pipelines import events as ev
 from pipelines.producer import EventProducer
 from pipelines.settings import Settings

@@ -18,7 +18,7 @@ import pytest
 from clickhouse_connect.driver.client import Client
 from clickhouse_connect.driver.exceptions import DatabaseError
 
-from pipelines.dashboard import grafana
+from gpuledger.dashboard import grafana
 from sql.migrate import migrate, reader_statements
 from tests.integration._endpoint_process import EndpointProcess
 

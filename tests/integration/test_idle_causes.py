@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from clickhouse_connect.driver.client import Client
 
-from pipelines import reports
+from gpuledger import reports
+from sql.idle_causes import IDLE_CAUSES
 from tests.integration.test_usage_hourly import insert_rows, write_facts
 
 pytestmark = pytest.mark.integration
@@ -207,7 +208,7 @@ def causes(client: Client, by: str = "team") -> dict[str, dict[str, float]]:
 def test_each_planted_cause_comes_out_as_planted(client: Client) -> None:
     plant(client)
     got = causes(client)
-    assert set(reports.IDLE_CAUSES) == set(got["ta"])
+    assert set(IDLE_CAUSES) == set(got["ta"])
     expected = {
         # a: 5 slow minutes, half of minute 10 checkpointing, 20-24 half idle under the stall, 25-29 half
         # idle of its own, 30-34 on a failed fabric, 5 minutes after its last busy window

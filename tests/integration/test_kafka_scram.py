@@ -88,7 +88,7 @@ def scram(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
 def _cli(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
     """``gpuledger`` with exactly these settings (``process_env``) over the test's environment."""
     return subprocess.run(
-        [sys.executable, "-m", "pipelines.cli.main", *args],
+        [sys.executable, "-m", "gpuledger.cli.main", *args],
         env={**os.environ, **settings.process_env()},
         capture_output=True,
         text=True,

@@ -15,9 +15,9 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from gpuledger.cli import collect_cmd
 from infra.kafka.broker import ensure_topics
 from pipelines import events as ev
-from pipelines.cli import collect_cmd
 from pipelines.settings import Settings, reset_settings
 from pipelines.topics import SCHEDULER_ALLOCATIONS, physical_name
 from tests.integration.test_collectors_kafka import _consume

@@ -228,7 +228,7 @@ def test_ingest_wait_without_a_worker_fails_fast_naming_the_cause(isolated_setti
     command = [
         sys.executable,
         "-m",
-        "pipelines.cli.main",
+        "gpuledger.cli.main",
         "ingest",
         "dcgm",
         "-f",

@@ -24,10 +24,10 @@ from typer.testing import CliRunner
 
 from bench.load import Load, encode, publish
 from dagster_project.defs.exports.files import read
+from gpuledger.cli.export_cmd import register
+from gpuledger.cli.report_cmd import report_app
+from gpuledger.reports import BadRequest
 from infra.services import endpoint_service
-from pipelines.cli.export_cmd import register
-from pipelines.cli.report_cmd import report_app
-from pipelines.reports import BadRequest
 from pipelines.settings import Settings, reset_settings
 from sql.client import get_client
 from tests.conftest import Endpoints
@@ -176,7 +176,7 @@ def test_cli_and_worker_authenticate_and_never_print_the_secret(
         pipeline.stop_all()
     env = {**pipeline.env(), "GPULEDGER_DEBUG": ""}
     status = subprocess.run(
-        [sys.executable, "-m", "pipelines.cli.main", "status", "--format", "json"],
+        [sys.executable, "-m", "gpuledger.cli.main", "status", "--format", "json"],
         env=env,
         capture_output=True,
         text=True,
@@ -187,7 +187,7 @@ def test_cli_and_worker_authenticate_and_never_print_the_secret(
     assert status.returncode == 0, status.stderr
     assert json.loads(status.stdout)["tables"]["gpu_samples"] == 160  # authenticated: it could count
     wrong = subprocess.run(
-        [sys.executable, "-m", "pipelines.cli.main", "status", "--format", "json"],
+        [sys.executable, "-m", "gpuledger.cli.main", "status", "--format", "json"],
         env={**env, "CLICKHOUSE_PASSWORD": SECRET + "-wrong"},
         capture_output=True,
         text=True,

@@ -24,9 +24,9 @@ import requests
 from pydantic import SecretStr
 
 from bench.load import Load, encode, publish
+from gpuledger.serve.tokens import hashed_line
 from infra.prometheus.server import PrometheusServer, ScrapeJob, render_config
 from infra.services import down
-from pipelines.serve.tokens import hashed_line
 from pipelines.settings import Settings
 from sql.client import get_client
 from tests.conftest import Endpoints
@@ -61,7 +61,7 @@ class Served:
 
     def cli(self, *args: str) -> Any:
         done = subprocess.run(
-            [sys.executable, "-m", "pipelines.cli.main", *args],
+            [sys.executable, "-m", "gpuledger.cli.main", *args],
             env=self.env,
             cwd=REPO,
             capture_output=True,
@@ -94,7 +94,7 @@ def served(endpoints: Endpoints, tmp_path_factory: pytest.TempPathFactory) -> It
         [
             sys.executable,
             "-m",
-            "pipelines.cli.demo_cmd",
+            "gpuledger.cli.demo_cmd",
             "--nodes",
             "2",
             "--hours",
@@ -130,7 +130,7 @@ def served(endpoints: Endpoints, tmp_path_factory: pytest.TempPathFactory) -> It
         argv = [
             sys.executable,
             "-m",
-            "pipelines.cli.main",
+            "gpuledger.cli.main",
             "serve",
             "--port",
             str(port),
@@ -405,7 +405,7 @@ def test_tables_keep_full_column_names_on_a_pipe(served: Served) -> None:
         [
             sys.executable,
             "-m",
-            "pipelines.cli.main",
+            "gpuledger.cli.main",
             "report",
             "gpu-hours",
             "--by",
@@ -461,7 +461,7 @@ def test_workers_and_collectors_serve_their_own_metrics(served: Served) -> None:
         [
             sys.executable,
             "-m",
-            "pipelines.cli.main",
+            "gpuledger.cli.main",
             "collect",
             "dcgm",
             "--exporter",

@@ -13,7 +13,7 @@ import sys
 import pytest
 import requests
 
-from pipelines.serve.tokens import hashed_line
+from gpuledger.serve.tokens import hashed_line
 from tests.integration.demo_helpers import REPO
 from tests.integration.served_site import ADMIN, EXPIRED, Site, serving, site_fixture  # noqa: F401 - the fixture
 
@@ -70,7 +70,7 @@ def test_unit_cost_reads_per_million_generated_tokens(site: Site) -> None:
     shown = f"{row['unit_cost_scaled']:,.2f} {row['currency']} per 1M tokens_generated"
     assert shown in " ".join(site.demo_stdout.split()), site.demo_stdout[-1500:]
     cli = subprocess.run(
-        [sys.executable, "-m", "pipelines.cli.main", "report", "unit-cost", "--period", site.month],
+        [sys.executable, "-m", "gpuledger.cli.main", "report", "unit-cost", "--period", site.month],
         env={**site.env, "COLUMNS": "200"},
         cwd=REPO,
         capture_output=True,

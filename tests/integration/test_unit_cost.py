@@ -28,7 +28,7 @@ DAY = datetime(2026, 11, 2, tzinfo=UTC)
 
 def gpuledger(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "pipelines.cli.main", *args],
+        [sys.executable, "-m", "gpuledger.cli.main", *args],
         capture_output=True,
         text=True,
         timeout=600,

@@ -13,7 +13,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from pipelines.cli.main import app
+from gpuledger.cli.main import app
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / ".venv" / "bin" / "gpuledger"
@@ -62,7 +62,7 @@ def test_every_subcommand_help_exits_0_and_explains_itself() -> None:
 
 def test_demo_help_explains_itself() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "pipelines.cli.demo_cmd", "--help"],
+        [sys.executable, "-m", "gpuledger.cli.demo_cmd", "--help"],
         capture_output=True,
         text=True,
         timeout=60,

@@ -12,7 +12,7 @@ import pytest
 from pipelines.parsers.registry import Source, parse_file
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
-GPULEDGER = [sys.executable, "-m", "pipelines.cli.main"]
+GPULEDGER = [sys.executable, "-m", "gpuledger.cli.main"]
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:

@@ -27,7 +27,7 @@ def test_no_library_module_imports_the_cli() -> None:
         for package in PACKAGES
         for path in (REPO / package).rglob("*.py")
         if "cli" not in path.relative_to(REPO).parts[1:2]
-        and any(m == "pipelines.cli" or m.startswith("pipelines.cli.") for m in _imports(path))
+        and any(m == "gpuledger.cli" or m.startswith("gpuledger.cli.") for m in _imports(path))
     ]
     assert offenders == []
 
@@ -35,7 +35,7 @@ def test_no_library_module_imports_the_cli() -> None:
 def test_a_report_asked_for_wrongly_exits_2_with_one_line() -> None:
     argv = ["report", "gpu-hours", "--by", "team", "--window", "7d", "--from", "2026-11-01"]
     done = subprocess.run(
-        [sys.executable, "-m", "pipelines.cli.main", *argv], capture_output=True, text=True, timeout=120, check=False
+        [sys.executable, "-m", "gpuledger.cli.main", *argv], capture_output=True, text=True, timeout=120, check=False
     )
     assert done.returncode == 2, done.stderr
     assert done.stderr == "error: give either a window or from/to, not both\n"

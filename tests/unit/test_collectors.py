@@ -25,8 +25,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from pipelines.cli import collect_cmd
-from pipelines.cli.main_errors import UsageFailure
+from gpuledger.cli import collect_cmd
+from gpuledger.cli.main_errors import UsageFailure
 from pipelines.collectors import dcgm as dcgm_collector
 from pipelines.collectors import storage as storage_collector
 from pipelines.collectors.base import Batch, Deduplicated, collect_into, run

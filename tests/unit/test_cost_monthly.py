@@ -127,6 +127,6 @@ def test_unit_cost_shows_every_term_and_divides_by_accepted_units() -> None:
 
 
 def test_the_cli_lists_the_same_terms_in_the_same_order() -> None:
-    from pipelines.cli.export_cmd import TERMS as CLI_TERMS
+    from gpuledger.cli.export_cmd import TERMS as CLI_TERMS
 
     assert CLI_TERMS == TERMS

@@ -71,7 +71,7 @@ def test_the_cost_rule_imports_without_dagster() -> None:
         "        if name.split('.')[0] == 'dagster':\n"
         "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
         "sys.meta_path.insert(0, NoDagster())\n"
-        "import dagster_project.defs.costs.ranges, pipelines.reports\n"
+        "import dagster_project.defs.costs.ranges, gpuledger.reports\n"
         "assert 'dagster' not in sys.modules\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)

@@ -12,9 +12,9 @@ import dagster as dg
 import pytest
 
 from dagster_project import defs
-from dagster_project.defs.common.late_data import stale
 from dagster_project.defs.common.partitions import daily_partitions, monthly_partitions
-from dagster_project.defs.usage.schedules import DAILY_ASSETS, MONTHLY_ASSETS
+from dagster_project.defs.late_data.sensors import DAILY_ASSETS, MONTHLY_ASSETS
+from dagster_project.defs.late_data.staleness import stale
 
 REPO = Path(__file__).resolve().parents[2]
 

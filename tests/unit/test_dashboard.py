@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from pipelines.dashboard import grafana, html, sre
-from pipelines.dashboard.data import burn_by_reason, causes_total, totals
+from gpuledger.dashboard import grafana, html, sre
+from gpuledger.dashboard.data import burn_by_reason, causes_total, totals
 
 
 def _hours(key: str, alloc: float, busy: float, failed: float, total: float | None = None) -> dict[str, Any]:

@@ -91,7 +91,7 @@ def test_kubectl_get_nodes_file_with_time_gives_node_states(tmp_path: Path) -> N
         [
             sys.executable,
             "-m",
-            "pipelines.cli.main",
+            "gpuledger.cli.main",
             "ingest",
             "kubernetes",
             "--file",

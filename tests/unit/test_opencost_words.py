@@ -7,9 +7,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from pipelines.reports import BadRequest
-from pipelines.serve import opencost_window as words
-from pipelines.serve.opencost import allocation_set, steps
+from gpuledger.reports import BadRequest
+from gpuledger.serve import opencost_window as words
+from gpuledger.serve.opencost import allocation_set, steps
 
 NOW = datetime(2026, 11, 18, 13, 45, 10, tzinfo=UTC)  # a Wednesday
 DAY = datetime(2026, 11, 18, tzinfo=UTC)

@@ -301,7 +301,7 @@ DRA = Path(__file__).resolve().parents[1] / "fixtures" / "kubernetes" / "dra"
 def ingest(*files: Path) -> dict[str, Any]:
     args = [arg for f in files for arg in ("--file", str(f))]
     done = subprocess.run(
-        [sys.executable, "-m", "pipelines.cli.main", "ingest", "kubernetes", *args, "--dry-run", "--format", "json"],
+        [sys.executable, "-m", "gpuledger.cli.main", "ingest", "kubernetes", *args, "--dry-run", "--format", "json"],
         capture_output=True,
         text=True,
         timeout=120,

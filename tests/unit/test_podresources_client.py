@@ -19,8 +19,8 @@ import typer
 from kubernetes import client
 from typer.testing import CliRunner
 
-from pipelines.cli import collect_cmd
-from pipelines.cli.main_errors import UsageFailure
+from gpuledger.cli import collect_cmd
+from gpuledger.cli.main_errors import UsageFailure
 from pipelines.collectors.base import collect_into, run
 from pipelines.collectors.kubernetes import PodWatcher
 from pipelines.collectors.podresources import generate

@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 import pytest
 from typer.testing import CliRunner
 
-from pipelines.cli.main import app
+from gpuledger.cli.main import app
 from pipelines.parsers.registry import Source, parse_file
 from tests.unit.realworld import REALWORLD, realworld_file
 

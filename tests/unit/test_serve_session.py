@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from pipelines.dashboard.drill import View, as_csv, columns
-from pipelines.serve.session import SESSION_S, Sessions, trusted_users
-from pipelines.serve.tokens import BadTokens, Known, Scope
+from gpuledger.dashboard.drill import View, as_csv, columns
+from gpuledger.serve.session import SESSION_S, Sessions, trusted_users
+from gpuledger.serve.tokens import BadTokens, Known, Scope
 
 
 def test_a_session_ends_at_logout_or_after_its_lifetime() -> None:

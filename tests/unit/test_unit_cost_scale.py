@@ -10,7 +10,7 @@ import pytest
 
 from dagster_project.defs.costs.month_rollup import output_units
 from dagster_project.defs.costs.monthly import scaled_unit_cost
-from pipelines.dashboard import charts
+from gpuledger.dashboard import charts
 
 
 @pytest.mark.parametrize(

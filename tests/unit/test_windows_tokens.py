@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from pipelines import reports
-from pipelines.serve.tokens import BadTokens, Scope, Tokens, hashed_line
-from pipelines.windows import BadWindow, month_of, parse_window
+from gpuledger import reports
+from gpuledger.serve.tokens import BadTokens, Scope, Tokens, hashed_line
+from gpuledger.windows import BadWindow, month_of, parse_window
 
 NOW = datetime(2026, 12, 3, 6, 30, tzinfo=UTC)
 
@@ -96,7 +96,7 @@ def test_tokens_from_the_environment_and_from_a_file_of_hashes(tmp_path: Path) -
 
 
 def test_stalled_nodes_are_those_whose_input_waits_too_long() -> None:
-    from pipelines.serve.health import stalled_nodes
+    from gpuledger.serve.health import stalled_nodes
 
     t = datetime(2026, 11, 2, tzinfo=UTC)
     now = 10_000 * 10**9

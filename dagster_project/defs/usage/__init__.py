@@ -13,5 +13,4 @@ def definitions() -> dg.Definitions:
         asset_checks=[checks.gpu_usage_daily_gpu_seconds_conserved],
         jobs=schedules.jobs,
         schedules=schedules.schedules,
-        sensors=schedules.sensors,
     )

@@ -10,8 +10,8 @@ from dagster_project.defs.common.warehouse import replace_from_query, replace_fr
 from dagster_project.defs.usage.assets import gpu_usage_daily
 from dagster_project.defs.waste.partitions import daily_freshness, daily_partitions, day_partition_bounds
 from dagster_project.defs.waste.resources import ClickHouseResource
-from pipelines.reports import IDLE_CAUSE_RULES
 from sql import load_query
+from sql.idle_causes import IDLE_CAUSE_RULES
 
 IDLE_COLUMNS = (
     "day",

@@ -10,8 +10,8 @@ from collections import defaultdict
 from html import escape
 from typing import Any
 
-from pipelines.dashboard.charts import grouped_bars, stacked_bars
-from pipelines.reports import IDLE_CAUSES
+from gpuledger.dashboard.charts import grouped_bars, stacked_bars
+from sql.idle_causes import IDLE_CAUSES
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px;color:#222;max-width:1360px}

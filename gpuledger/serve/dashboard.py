@@ -1,6 +1,6 @@
-"""``/dashboard`` and ``/dashboard/export.csv``: the served finance dashboard (``pipelines.dashboard.served``).
+"""``/dashboard`` and ``/dashboard/export.csv``: the served finance dashboard (``gpuledger.dashboard.served``).
 
-Authenticated as the API is (``pipelines.serve.session.identify``: bearer token, session cookie or
+Authenticated as the API is (``gpuledger.serve.session.identify``: bearer token, session cookie or
 trusted header); a browser without a session is sent to the login page. A business-unit scope sees
 its own unit only: the rows come through the scoped report layer, and the cluster-wide sections
 (queue, fabric, the cluster's unit cost: every unit's data) are shown to the scope ``all`` alone.
@@ -17,9 +17,9 @@ from clickhouse_connect.driver.client import Client
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from pipelines import reports
-from pipelines.dashboard.drill import DRILL, View, as_csv, rows
-from pipelines.serve.session import SECURITY_HEADERS, identify
+from gpuledger import reports
+from gpuledger.dashboard.drill import DRILL, View, as_csv, rows
+from gpuledger.serve.session import SECURITY_HEADERS, identify
 from pipelines.settings import Settings
 from sql.client import get_client
 from sql.values import plain
@@ -88,7 +88,7 @@ def dashboard(
             return RedirectResponse("/", status_code=303)
         raise
     scope = who.scope.business_unit
-    from pipelines.dashboard import data, served
+    from gpuledger.dashboard import data, served
 
     with warehouse(request.app.state.settings) as client:
         asked = _resolve(request, client, scope, cluster, window, by)

@@ -21,7 +21,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from pipelines.demo.run import Advance, DemoConfig, DemoResult, run_demo
+from gpuledger.demo.run import Advance, DemoConfig, DemoResult, run_demo
 from pipelines.settings import get_settings
 
 console = Console()
@@ -173,7 +173,7 @@ def register(app: typer.Typer) -> None:
     )(demo)
 
 
-if __name__ == "__main__":  # `python -m pipelines.cli.demo_cmd` runs the demo alone
+if __name__ == "__main__":  # `python -m gpuledger.cli.demo_cmd` runs the demo alone
     import sys
 
     standalone = typer.Typer(add_completion=False, pretty_exceptions_enable=False)

@@ -33,7 +33,7 @@ from urllib.parse import parse_qs, urlsplit
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from pipelines.serve.tokens import BadTokens, Known, Scope, Tokens
+from gpuledger.serve.tokens import BadTokens, Known, Scope, Tokens
 
 AUDITED = ("/login", "/logout")  # lines of the access log too, beside the API's
 COOKIE = "gpuledger_session"

@@ -7,7 +7,7 @@ with OpenCost's field names where they apply (``name``, ``properties``, ``window
 ``minutes``, ``gpuHours``, ``gpuCost``, ``gpuCostIdle``, ``gpuEfficiency``, ``sharedCost``,
 ``totalCost``, and the CPU/RAM/PV/network costs gpuledger does not measure, as 0), plus gpuledger's
 own (``busyGpuHours``, ``idleGpuHours``, ``failedGpuHours``, ``failureWasteCost``, …). Every number
-is ``report gpu-hours`` for the set's range (``pipelines.reports.run``), so scoping, cost and
+is ``report gpu-hours`` for the set's range (``gpuledger.reports.run``), so scoping, cost and
 money are the same rules; docs/API.md sets both APIs side by side.
 """
 
@@ -22,9 +22,9 @@ from clickhouse_connect.driver.client import Client
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
 
-from pipelines import reports
-from pipelines.serve import opencost_window as words
-from pipelines.serve.tokens import Scope
+from gpuledger import reports
+from gpuledger.serve import opencost_window as words
+from gpuledger.serve.tokens import Scope
 from pipelines.times import utc_text
 
 MAX_SETS = 1000

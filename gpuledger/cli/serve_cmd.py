@@ -1,4 +1,4 @@
-"""``gpuledger serve``: the read-only HTTP API, dashboard and metrics (``pipelines.serve.app``)."""
+"""``gpuledger serve``: the read-only HTTP API, dashboard and metrics (``gpuledger.serve.app``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from pipelines.cli.main_errors import UsageFailure
+from gpuledger.cli.main_errors import UsageFailure
 from pipelines.settings import get_settings
 
 
@@ -45,7 +45,7 @@ def serve(
 ) -> None:
     """Serve /api/v1 (bearer tokens, per-business-unit scopes), the login page / and /dashboard (a session
     cookie, docs/DASHBOARD.md), /healthz, /readyz and /metrics."""
-    from pipelines.serve.tokens import Tokens, hashed_line
+    from gpuledger.serve.tokens import Tokens, hashed_line
 
     if hash_token is not None:
         token, _, scope = hash_token.partition("=")
@@ -63,8 +63,8 @@ def serve(
 
     import uvicorn
 
-    from pipelines.serve.app import access_log as access_logger
-    from pipelines.serve.app import create_app
+    from gpuledger.serve.app import access_log as access_logger
+    from gpuledger.serve.app import create_app
 
     handler = logging.FileHandler(access_log) if access_log is not None else logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(message)s"))

@@ -14,7 +14,8 @@ from typing import Any
 from clickhouse_connect.driver.client import Client
 
 from dagster_project.defs.exports.reports import with_scaled
-from pipelines import reports
+from gpuledger import reports
+from sql.idle_causes import IDLE_CAUSES
 from sql.values import plain
 
 HOURLY_BU = """
@@ -85,7 +86,7 @@ def collect(client: Client, cluster: str, start: datetime, end: datetime) -> dic
 
 def causes_total(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The period's idle GPU-hours and their cost per cause, over every team (in the causes' order)."""
-    by: dict[str, dict[str, Any]] = {c: {"cause": c, "idle_gpu_hours": 0.0, "cost": 0.0} for c in reports.IDLE_CAUSES}
+    by: dict[str, dict[str, Any]] = {c: {"cause": c, "idle_gpu_hours": 0.0, "cost": 0.0} for c in IDLE_CAUSES}
     for row in rows:
         agg = by[row["cause"]]
         agg["idle_gpu_hours"] += float(row["idle_gpu_hours"])

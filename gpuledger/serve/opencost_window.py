@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from datetime import datetime, timedelta
 
-from pipelines.reports import DIMENSIONS, BadRequest
+from gpuledger.reports import DIMENSIONS, BadRequest
 from pipelines.times import as_utc, floor_day, floor_to, from_epoch, month_start, parse_rfc3339
 
 _DURATION = re.compile(r"^(\d+)([mhdw])$")

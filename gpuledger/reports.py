@@ -18,9 +18,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, cast
 
+from gpuledger.windows import BadWindow, parse_window
 from pipelines.times import parse_iso
-from pipelines.windows import BadWindow, parse_window
 from sql import load_query
+from sql.idle_causes import IDLE_CAUSE_RULES
 from sql.values import plain
 
 if TYPE_CHECKING:
@@ -46,13 +47,6 @@ IDLE_DIMENSIONS = ("team", "business_unit", "node", "gpu_model")
 UNIT_COST_DIMENSIONS = ("model", "team", "business_unit", "cluster")
 IDLE_CAUSE_DIMENSIONS = ("team", "business_unit", "model", "job", "namespace", "node", "gpu_model", "cluster")
 IDLE_SHARES = ("policy", "separate", "weighted", "even")
-IDLE_CAUSES = ("checkpoint", "storage_stall", "fabric_degraded", "startup", "teardown", "idle", "unobserved")
-# the rules' constants (docs/ATTRIBUTION.md "Idle causes")
-IDLE_CAUSE_RULES: tuple[tuple[str, Any], ...] = (
-    ("phase_seconds", 900),  # startup / teardown: at most the first / last 15 minutes of an attempt
-    ("ceiling_ratio", 0.9),  # storage stall: throughput at or above 90 % of the node's 7-day ceiling
-    ("tolerance", 0.10),  # fabric: below (1 - tolerance) x the NCCL baseline, as fabric_health flags
-)
 
 
 class BadRequest(ValueError):

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from pipelines.cli.main_errors import UsageFailure
+from gpuledger.cli.main_errors import UsageFailure
 from pipelines.times import parse_iso
 
 

@@ -2,7 +2,7 @@
 inside the business unit and team the user drilled into, for one cluster and window.
 
 Drilling is business unit → team → job: a business unit's row opens its teams, a team's row its
-jobs. The rows come from ``pipelines.reports.run`` (the same layer as ``/api/v1/gpu-hours`` and
+jobs. The rows come from ``gpuledger.reports.run`` (the same layer as ``/api/v1/gpu-hours`` and
 ``gpuledger report gpu-hours``) grouped by the drilled dimensions and the chosen one, and keep only
 the drilled values; a business-unit scope is applied by that layer, on the server.
 """
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from pipelines import reports
+from gpuledger import reports
 
 if TYPE_CHECKING:
     from clickhouse_connect.driver.client import Client

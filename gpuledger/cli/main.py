@@ -17,7 +17,7 @@ from kafka.errors import SaslAuthenticationFailedError
 from typer._click.exceptions import NoArgsIsHelpError, UsageError
 from typer.exceptions import Abort
 
-from pipelines.cli import (
+from gpuledger.cli import (
     bench_cmd,
     check_cmd,
     collect_cmd,
@@ -30,7 +30,7 @@ from pipelines.cli import (
     services_cmd,
     simulate_cmd,
 )
-from pipelines.cli.main_errors import UsageFailure
+from gpuledger.cli.main_errors import UsageFailure
 
 app = typer.Typer(
     name="gpuledger",
@@ -129,7 +129,7 @@ def main() -> None:
     except Exception as exc:  # the CLI boundary: one clear line instead of a traceback
         if os.environ.get("GPULEDGER_DEBUG"):
             raise
-        from pipelines.reports import BadRequest  # a report's bad window or grouping: a bad option too
+        from gpuledger.reports import BadRequest  # a report's bad window or grouping: a bad option too
 
         code = 2 if isinstance(exc, UsageFailure | BadRequest) or type(exc).__name__ == "NotThisFormat" else 1
         message = " ".join(str(exc).split()) or type(exc).__name__

@@ -16,8 +16,8 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from gpuledger.serve.health import stalled_nodes
 from pipelines.metrics import reason_class
-from pipelines.serve.health import stalled_nodes
 from pipelines.settings import Settings
 from sql import load_query
 from sql.client import get_client

@@ -13,9 +13,9 @@ from html import escape
 from typing import Any
 from urllib.parse import urlencode
 
-from pipelines.dashboard import html
-from pipelines.dashboard.charts import grouped_bars
-from pipelines.dashboard.drill import BY_CHOICES, DRILL, NEXT, View, columns
+from gpuledger.dashboard import html
+from gpuledger.dashboard.charts import grouped_bars
+from gpuledger.dashboard.drill import BY_CHOICES, DRILL, NEXT, View, columns
 
 WINDOWS = ("24h", "7d", "today", "yesterday", "month-to-date", "last-month")
 EXTRA_CSS = """

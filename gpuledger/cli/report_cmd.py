@@ -21,9 +21,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from pipelines import reports
+from gpuledger import reports
+from gpuledger.windows import WINDOW_HELP
 from pipelines.settings import get_settings
-from pipelines.windows import WINDOW_HELP
 from sql.client import get_client
 from sql.values import plain
 
@@ -64,7 +64,7 @@ def report(
     extra: dict[str, str | None] | None = None,
     idle: str | None = None,
 ) -> None:
-    """Run report ``name`` (``pipelines.reports``) and print it."""
+    """Run report ``name`` (``gpuledger.reports``) and print it."""
     a, b = time_range(start, end, window)
     reports.parse_by(reports.REPORTS[name], by)  # a bad grouping is a usage error before any connection
     reports.parse_extra(reports.REPORTS[name], extra)
@@ -236,7 +236,7 @@ def dashboard(
     cluster: Annotated[str | None, typer.Option(help="cluster (default GPULEDGER_CLUSTER)")] = None,
 ) -> None:
     """Write the finance dashboard (one self-contained HTML file) for a cluster and period."""
-    from pipelines.dashboard import data, html
+    from gpuledger.dashboard import data, html
 
     a, b = time_range(start, end, window)
     settings = get_settings()

@@ -15,7 +15,7 @@ A viewer can set any value through the URL (``?var-cluster=…``), so this holds
 not just the ones the variable's query lists. Grafana should also connect as the read-only account
 (``CLICKHOUSE_READER_USER``, see ``sql/access/reader.sql``).
 
-    python -m pipelines.dashboard.grafana > infra/grafana/gpuledger.json
+    python -m gpuledger.dashboard.grafana > infra/grafana/gpuledger.json
 
 Panels use the ``datasource`` variable, so the dashboard imports into an existing Grafana.
 """
@@ -27,7 +27,7 @@ import re
 import sys
 from typing import Any
 
-from pipelines.dashboard.data import DAILY_COST, FABRIC, HOURLY_BU, UNIT_COST
+from gpuledger.dashboard.data import DAILY_COST, FABRIC, HOURLY_BU, UNIT_COST
 from sql import load_query
 
 PLUGIN = "grafana-clickhouse-datasource"

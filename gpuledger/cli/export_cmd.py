@@ -1,5 +1,5 @@
 """``gpuledger export chargeback`` (FinOps FOCUS 1.2 files) and ``gpuledger report unit-cost`` (the month's
-effective unit cost, or with ``--unit`` the cost per unit of output per group: ``pipelines.reports``).
+effective unit cost, or with ``--unit`` the cost per unit of output per group: ``gpuledger.reports``).
 
 Both read the month the Dagster assets materialized (``chargeback_monthly``,
 ``effective_cluster_unit_cost_monthly``); for a month they have not run for, the same numbers are
@@ -16,11 +16,11 @@ from typing import Annotated
 
 import typer
 
-from pipelines import reports
-from pipelines.cli.main_errors import UsageFailure
-from pipelines.cli.report_cmd import Format, emit, report
+from gpuledger import reports
+from gpuledger.cli.main_errors import UsageFailure
+from gpuledger.cli.report_cmd import Format, emit, report
+from gpuledger.windows import BadWindow, month_of
 from pipelines.settings import get_settings
-from pipelines.windows import BadWindow, month_of
 from sql.client import get_client
 
 export_app = typer.Typer(

@@ -23,8 +23,8 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
+from gpuledger.cli.main_errors import UsageFailure
 from pipelines import metrics
-from pipelines.cli.main_errors import UsageFailure
 from pipelines.collectors import dcgm as dcgm_collector
 from pipelines.collectors import kubernetes as k8s_collector
 from pipelines.collectors import slurm as slurm_collector

@@ -177,8 +177,8 @@ def materialize(settings: Settings, cfg: DemoConfig, step: Step) -> list[str]:
 def write_outputs(settings: Settings, cfg: DemoConfig, step: Step, note: str) -> tuple[dict[str, Any], list[Path]]:
     """Dashboard, SRE report and the FOCUS chargeback files (all rows and one per business unit)."""
     from dagster_project.defs.exports.reports import export_chargeback
-    from pipelines.dashboard import html, sre
-    from pipelines.dashboard.data import collect
+    from gpuledger.dashboard import html, sre
+    from gpuledger.dashboard.data import collect
     from sql.client import get_client
 
     step("writing the dashboard, SRE report and chargeback files", None)

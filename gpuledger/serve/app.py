@@ -1,10 +1,10 @@
 """``gpuledger serve``: the read-only HTTP API, the finance dashboard and the pipeline's metrics.
 
-Every ``/api`` and ``/dashboard`` request needs a bearer token (``pipelines.serve.tokens``), or a
-browser's session from the login page at ``/`` (``pipelines.serve.session``); a token scoped to
-one business unit sees only that unit's rows (``pipelines.reports``) and gets 403 for anything
-else. The dashboard's routes are in ``pipelines.serve.dashboard``. The numbers are those of
-``gpuledger report … --format json`` for the same query: both call ``pipelines.reports.run``. Bad
+Every ``/api`` and ``/dashboard`` request needs a bearer token (``gpuledger.serve.tokens``), or a
+browser's session from the login page at ``/`` (``gpuledger.serve.session``); a token scoped to
+one business unit sees only that unit's rows (``gpuledger.reports``) and gets 403 for anything
+else. The dashboard's routes are in ``gpuledger.serve.dashboard``. The numbers are those of
+``gpuledger report … --format json`` for the same query: both call ``gpuledger.reports.run``. Bad
 parameters are a 400 with a one-line reason.
 ``/healthz`` answers while the process runs, ``/readyz`` when Kafka and ClickHouse answer and no
 node's attribution has been waiting longer than the stall threshold; ``/metrics`` is Prometheus
@@ -29,15 +29,15 @@ from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, generate_latest
 
-from pipelines import reports
-from pipelines.serve import dashboard as dashboard_routes
-from pipelines.serve import session
-from pipelines.serve.health import readiness
-from pipelines.serve.metrics import PipelineCollector
-from pipelines.serve.opencost import router as opencost_router
-from pipelines.serve.tokens import Scope, Tokens
+from gpuledger import reports
+from gpuledger.serve import dashboard as dashboard_routes
+from gpuledger.serve import session
+from gpuledger.serve.health import readiness
+from gpuledger.serve.metrics import PipelineCollector
+from gpuledger.serve.opencost import router as opencost_router
+from gpuledger.serve.tokens import Scope, Tokens
+from gpuledger.windows import BadWindow, month_of
 from pipelines.settings import Settings
-from pipelines.windows import BadWindow, month_of
 from sql.client import get_client
 from sql.values import plain
 

@@ -8,8 +8,8 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from pipelines.cli.main_errors import UsageFailure
-from pipelines.reports import parse_time
+from gpuledger.cli.main_errors import UsageFailure
+from gpuledger.reports import parse_time
 from pipelines.settings import get_settings
 from pipelines.times import EPOCH
 from pipelines.topics import DATA_TOPICS

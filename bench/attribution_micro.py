@@ -29,6 +29,7 @@ import orjson
 
 from bench.load import GPUS_PER_NODE, Load, allocation_message, sample_message
 from pipelines import events as ev
+from pipelines import wire
 from pipelines.gpu_models import model_key
 from pipelines.parsers.registry import parse_manifest_entry
 from pipelines.simulator.core import simulate
@@ -74,13 +75,13 @@ def bench_load_histories(nodes: int, hours: float, interval_s: int = 30) -> dict
     out: dict[str, NodeHistory] = defaultdict(NodeHistory)
     for index in range(load.rounds_for(hours)):
         for node in range(nodes):
-            msg = ev.decode(sample_message(load, node, index))
+            msg = wire.decode(sample_message(load, node, index))
             d = msg.data
             assert isinstance(d, ev.GpuMetricsData)
             out[d.node].rows += _sample_rows(msg.time.timestamp(), d.interval_s, d.gpus)
     for period in range(int(hours * 3600 // load.alloc_period_s) + 1):
         for node in range(nodes):
-            msg = ev.decode(allocation_message(load, node, period))
+            msg = wire.decode(allocation_message(load, node, period))
             assert isinstance(msg.data, ev.AllocationData) and msg.data.node is not None
             _add_placement(out[msg.data.node], msg.data)
     return out

@@ -10,7 +10,7 @@ Every Kafka message is an :class:`Envelope` serialised as UTF-8 JSON::
   sink deduplicates on it.
 * ``time`` is event time in UTC (naive datetimes are rejected, offsets are normalised to UTC).
 * ``data`` is typed per event ``type``; :data:`EVENT_MODELS` maps each type to its envelope class
-  and :func:`decode` validates raw bytes into the right one.
+  and :func:`pipelines.wire.decode` validates raw bytes into the right one.
 
 ``gpu.sample`` (topic ``gpu.metrics``, one message per node scrape) has two schema versions, both
 accepted forever so that old logs replay into the same rows:
@@ -524,7 +524,7 @@ AnyEvent = Annotated[
     | MarkerEvent,
     Field(discriminator="type"),
 ]
-_ANY_EVENT: TypeAdapter[Any] = TypeAdapter(AnyEvent)
+ANY_EVENT: TypeAdapter[Any] = TypeAdapter(AnyEvent)
 
 TOPIC_OF_TYPE: dict[str, topics.Topic] = {
     "gpu.sample": topics.GPU_METRICS,
@@ -540,39 +540,6 @@ TOPIC_OF_TYPE: dict[str, topics.Topic] = {
     "pricing.rates": topics.ORG_MAPPINGS,
     "control.marker": topics.CONTROL,
 }
-
-
-def decode(raw: bytes | str) -> Envelope:
-    """Validate raw wire bytes into the typed envelope; raises :class:`InvalidEvent`.
-
-    ``gpu.sample`` in schema version 2 (columns) is checked on its arrays
-    (:func:`pipelines.gpu_columns.decode_columns`); every other message by its pydantic model."""
-    from pipelines import gpu_columns
-
-    try:
-        obj = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        obj = None  # the model's own error says where the JSON breaks
-    if gpu_columns.is_columns(obj):
-        return gpu_columns.decode_columns(obj)
-    try:
-        result: Envelope = _ANY_EVENT.validate_json(raw)
-    except ValidationError as exc:
-        raise InvalidEvent(one_line(exc)) from exc
-    return result
-
-
-def validate(obj: dict[str, Any]) -> Envelope:
-    """Validate an already-parsed object (collectors build dicts) into its envelope."""
-    from pipelines import gpu_columns
-
-    if gpu_columns.is_columns(obj):
-        return gpu_columns.decode_columns(orjson.loads(orjson.dumps(obj, option=orjson.OPT_UTC_Z)))
-    try:
-        result: Envelope = _ANY_EVENT.validate_python(obj)
-    except ValidationError as exc:
-        raise InvalidEvent(one_line(exc)) from exc
-    return result
 
 
 def message_key(event: Envelope) -> bytes:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from pipelines import events as ev
+from pipelines import wire
 from pipelines.producer import EventProducer
 from pipelines.settings import Settings
 from pipelines.times import EPOCH
@@ -41,7 +42,7 @@ def replay_dead_letters(
         valid: list[tuple[str, ev.Envelope]] = []
         for letter_id, _topic, _reason, raw, _time in rows:
             try:
-                event = ev.decode(str(raw).encode())
+                event = wire.decode(str(raw).encode())
                 check_not_future(event, not_after)
             except ev.InvalidEvent as exc:
                 report.still_invalid[str(exc)] += 1

@@ -15,6 +15,7 @@ from kafka import KafkaConsumer, TopicPartition
 from rich.console import Console
 
 from pipelines import events as ev
+from pipelines import wire
 from pipelines.errors import SourceUnavailable
 from pipelines.producer import EventProducer
 from pipelines.settings import get_settings
@@ -29,7 +30,7 @@ def check() -> None:
     settings = get_settings()
     marker = uuid.uuid4().hex
     now = datetime.now(UTC)
-    probe = ev.validate(
+    probe = wire.validate(
         {
             "id": ev.event_id("probe", marker),
             "source": "gpuledger",
@@ -54,7 +55,7 @@ def check() -> None:
         while found is None and time.monotonic() < deadline:
             for records in consumer.poll(timeout_ms=1000).values():
                 for record in records:
-                    if ev.decode(record.value).id == probe.id:
+                    if wire.decode(record.value).id == probe.id:
                         found = record
     finally:
         consumer.close()

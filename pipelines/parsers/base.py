@@ -13,7 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipelines.events import DeadLetter, Envelope, InvalidEvent, validate
+from pipelines.events import DeadLetter, Envelope, InvalidEvent
+from pipelines.wire import validate
 
 
 class NotThisFormat(ValueError):

@@ -19,9 +19,10 @@ from typing import Any
 
 import orjson
 
-from pipelines.events import Envelope, InvalidEvent, event_id, validate
+from pipelines.events import Envelope, InvalidEvent, event_id
 from pipelines.parsers.base import NotThisFormat, ParseResult
 from pipelines.times import time_hint
+from pipelines.wire import validate
 
 # What a malformed record can raise while a parser picks it apart; caught per record and turned
 # into a dead letter, so one bad record never stops the rest of the file.

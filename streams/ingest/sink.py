@@ -16,7 +16,7 @@ import orjson
 import pyarrow as pa
 
 from pipelines import events as ev
-from pipelines import metrics
+from pipelines import metrics, wire
 from pipelines.parsers.reference import ALL_CLUSTERS
 from pipelines.times import as_utc, utc_text
 from streams.attribution.attempts import (
@@ -58,7 +58,7 @@ def decode_batch(
     bad: list[ev.DeadLetter] = []
     for m in messages:
         try:
-            event = ev.decode(m.value)
+            event = wire.decode(m.value)
             if not_after is not None:
                 check_not_future(event, not_after)
         except ev.InvalidEvent as exc:

@@ -20,6 +20,7 @@ from kafka import KafkaConsumer
 from infra.kafka.broker import ensure_topics
 from infra.services import apply_migrations
 from pipelines import events as ev
+from pipelines import wire
 from pipelines.parsers.registry import parse_manifest_entry
 from pipelines.producer import EventProducer
 from pipelines.settings import Settings
@@ -43,7 +44,7 @@ def allocations(settings: Settings, *, quiet_ms: int) -> list[ev.Envelope]:
         consumer_timeout_ms=quiet_ms,
     )
     try:
-        return [ev.decode(m.value) for m in consumer]
+        return [wire.decode(m.value) for m in consumer]
     finally:
         consumer.close()
 

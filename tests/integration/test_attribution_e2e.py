@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from pipelines import events as ev
+from pipelines import wire
 from pipelines.producer import EventProducer
 from pipelines.settings import Settings
 from sql.client import get_client
@@ -228,7 +229,7 @@ def test_same_facts_with_two_workers_after_a_kill_and_after_replay(failover_pipe
 
 
 def _sample(node: str, t: datetime) -> ev.Envelope:
-    return ev.validate(
+    return wire.validate(
         {
             "id": ev.event_id("gpu.sample", "c1", node, t),
             "source": "dcgm",
@@ -254,7 +255,7 @@ def test_late_allocation_beyond_lateness_is_applied_as_a_correction(pipeline: Pi
     before = pipeline.gpu_hours("team", t0, t0 + timedelta(hours=1))
     assert set(before) == {"__unallocated__"}
     assert before["__unallocated__"]["gpu_hours"] == pytest.approx(20 / 60)
-    late = ev.validate(
+    late = wire.validate(
         {
             "id": ev.event_id("late-alloc"),
             "source": "kubernetes",

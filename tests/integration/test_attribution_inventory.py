@@ -17,6 +17,7 @@ import pytest
 
 from infra.services import apply_migrations
 from pipelines import events as ev
+from pipelines import wire
 from pipelines.settings import Settings
 from streams.attribution import step
 from streams.ingest.sink import Message, write_batch
@@ -38,7 +39,7 @@ def warehouse(isolated_settings: Settings) -> Iterator[Warehouse]:
 
 
 def _env(kind: str, t: datetime, data: dict[str, Any], source: str = "slurm", *key: object) -> ev.Envelope:
-    return ev.validate(
+    return wire.validate(
         {
             "id": ev.event_id(kind, t, *key),
             "source": source,

@@ -17,6 +17,7 @@ from kafka import KafkaConsumer
 
 from infra.kafka.broker import ensure_topics
 from pipelines import events as ev
+from pipelines import wire
 from pipelines.collectors.base import Deduplicated, RunStats, producer_sink, run
 from pipelines.collectors.slurm import SlurmCommands
 from pipelines.parsers import slurm
@@ -87,7 +88,7 @@ def test_slurm_collector_publishes_events_and_dead_letters(isolated_settings: Se
 
     topic = physical_name(SCHEDULER_ALLOCATIONS, isolated_settings)
     records = _consume(isolated_settings, topic, len(want_ids))
-    published = [ev.decode(r.value) for r in records]  # type: ignore[attr-defined]
+    published = [wire.decode(r.value) for r in records]  # type: ignore[attr-defined]
     assert {e.id for e in published} == want_ids
     assert len(published) == len(want_ids)
     assert {e.cluster for e in published} == {"itest"}
@@ -105,5 +106,5 @@ def test_slurm_collector_publishes_events_and_dead_letters(isolated_settings: Se
     second = _collect(isolated_settings, tmp_path)  # a new process would do the same
     assert sorted(second.event_ids) == sorted(first.event_ids)
     again = _consume(isolated_settings, topic, 2 * len(want_ids))
-    ids = [ev.decode(r.value).id for r in again]  # type: ignore[attr-defined]
+    ids = [wire.decode(r.value).id for r in again]  # type: ignore[attr-defined]
     assert len(ids) == 2 * len(want_ids) and set(ids) == want_ids  # the same ids, twice

@@ -20,6 +20,7 @@ from dagster_project.definitions import defs
 from dagster_project.defs.common.resources import ClickHouseResource, ExportResource, default_resources
 from dagster_project.defs.late_data.sensors import late_data_sensor
 from pipelines import events as ev
+from pipelines import wire
 from pipelines.producer import EventProducer
 from pipelines.settings import Settings
 from sql.client import get_client
@@ -40,7 +41,7 @@ def pipeline(isolated_settings: Settings, tmp_path: Path) -> Iterator[Pipeline]:
 
 
 def _sample(node: str, gpu: str, t: datetime) -> ev.Envelope:
-    return ev.validate(
+    return wire.validate(
         {
             "id": ev.event_id("gpu.sample", "c1", node, t),
             "source": "dcgm",
@@ -57,7 +58,7 @@ def _sample(node: str, gpu: str, t: datetime) -> ev.Envelope:
 
 
 def _late_allocation(start: datetime, end: datetime) -> ev.Envelope:
-    return ev.validate(
+    return wire.validate(
         {
             "id": ev.event_id("late-alloc", start),
             "source": "kubernetes",

@@ -10,6 +10,7 @@ import pytest
 
 from infra.services import apply_migrations
 from pipelines import events as ev
+from pipelines import wire
 from pipelines.gpu_columns import from_v1
 from pipelines.settings import Settings
 from streams.ingest.sink import Message, write_batch
@@ -37,7 +38,7 @@ def two(endpoints: Endpoints, tmp_path_factory: pytest.TempPathFactory) -> Itera
 
 def test_v1_and_v2_of_the_same_scrapes_store_the_same_rows(two: tuple[Warehouse, Warehouse]) -> None:
     v1 = [orjson.dumps(v1_message(node=f"gpu{n:03d}")) for n in range(3)]
-    v2 = [from_v1(ev.decode(raw)).to_bytes() for raw in v1]  # type: ignore[arg-type]
+    v2 = [from_v1(wire.decode(raw)).to_bytes() for raw in v1]  # type: ignore[arg-type]
     assert all(orjson.loads(raw)["schema_version"] == 2 for raw in v2)
     first, second = two
     for wh, batch in ((first, v1), (second, v2)):
@@ -54,7 +55,7 @@ def test_v1_and_v2_of_the_same_scrapes_store_the_same_rows(two: tuple[Warehouse,
 
 def test_a_bad_array_is_a_dead_letter_and_the_good_scrapes_are_stored(two: tuple[Warehouse, Warehouse]) -> None:
     wh = two[0]
-    good = from_v1(ev.decode(orjson.dumps(v1_message()))).to_bytes()  # type: ignore[arg-type]
+    good = from_v1(wire.decode(orjson.dumps(v1_message()))).to_bytes()  # type: ignore[arg-type]
     bad = orjson.loads(good)
     bad["data"]["node"], bad["data"]["power_w"] = "gpu999", [1.0, -5.0, None]
     dead: list[ev.DeadLetter] = []

@@ -15,6 +15,7 @@ from kafka.admin import NewTopic
 
 from infra.kafka.broker import end_offsets, ensure_topics
 from pipelines import events as ev
+from pipelines import wire
 from pipelines.producer import EventProducer
 from pipelines.settings import Settings
 from pipelines.topics import GPU_METRICS, SCHEDULER_ALLOCATIONS, all_physical_topics, physical_name
@@ -24,7 +25,7 @@ pytestmark = pytest.mark.integration
 
 def _sample_event(node: str, minute: int) -> ev.Envelope:
     t = datetime(2026, 11, 2, 10, 0, tzinfo=UTC) + timedelta(minutes=minute)
-    return ev.validate(
+    return wire.validate(
         {
             "id": ev.event_id("gpu.sample", "c1", node, t),
             "source": "dcgm",
@@ -87,7 +88,7 @@ def test_produce_consume_events_and_dead_letters(isolated_settings: Settings) ->
         )
     topic = physical_name(GPU_METRICS, isolated_settings)
     records = _consume_all(isolated_settings, topic, len(sent))
-    decoded = {ev.decode(r.value).id: r for r in records}  # type: ignore[attr-defined]
+    decoded = {wire.decode(r.value).id: r for r in records}  # type: ignore[attr-defined]
     assert set(decoded) == {e.id for e in sent}
     # per-node key: every message of a node is in one partition
     by_node: dict[bytes, set[int]] = {}

@@ -28,7 +28,7 @@ from pydantic import SecretStr
 
 from bench.load import GPUS_PER_NODE, Load, sample_message
 from infra.services import down, up
-from pipelines import events as ev
+from pipelines import wire
 from pipelines.producer import EventProducer
 from pipelines.settings import Settings
 from sql.client import get_client
@@ -118,7 +118,7 @@ def test_the_producer_and_a_stream_worker_work_through_scram(scram: Settings) ->
     with EventProducer(scram) as producer:
         for index in range(ROUNDS):
             for node in range(NODES):
-                producer.publish(ev.decode(sample_message(load, node, index)))
+                producer.publish(wire.decode(sample_message(load, node, index)))
     expected = NODES * ROUNDS * GPUS_PER_NODE
     deadline = time.monotonic() + 60
     while (rows := _gpu_sample_rows(scram)) < expected and time.monotonic() < deadline:

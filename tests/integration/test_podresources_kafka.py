@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from gpuledger.cli import collect_cmd
 from infra.kafka.broker import ensure_topics
-from pipelines import events as ev
+from pipelines import wire
 from pipelines.settings import Settings, reset_settings
 from pipelines.topics import SCHEDULER_ALLOCATIONS, physical_name
 from tests.integration.test_collectors_kafka import _consume
@@ -93,7 +93,7 @@ def test_per_node_collector_publishes_the_kubelets_device_ids(environment: Setti
     assert paths == ["resourceclaims", "resourceslices", "pods"], api.requests
     assert api.requests[2]["fieldSelector"] == ["spec.nodeName=gpu001"] and kubelet.calls == 1
     published = _consume(environment, physical_name(SCHEDULER_ALLOCATIONS, environment), expected=2)
-    decoded = [ev.decode(m.value) for m in published]  # type: ignore[attr-defined]
+    decoded = [wire.decode(m.value) for m in published]  # type: ignore[attr-defined]
     placed = [e for e in decoded if e.type == "allocation.running"]
     assert [(e.data.job_id, e.data.node, list(e.data.device_ids)) for e in placed] == [
         ("llm-train/train-a", "gpu001", IDS)

@@ -27,6 +27,7 @@ from kafka import KafkaConsumer
 from infra.kafka.broker import ensure_topics
 from infra.prometheus.server import DEFAULT_BINARY, PrometheusServer, ScrapeJob, render_config
 from pipelines import events as ev
+from pipelines import wire
 from pipelines.collectors import dcgm as dcgm_collector
 from pipelines.collectors.base import Deduplicated, collect_into, producer_sink, run
 from pipelines.parsers.base import ParseResult
@@ -214,7 +215,7 @@ def test_dcgm_from_real_prometheus_into_kafka(stack: Stack, isolated_settings: S
     assert stats.events == expected
 
     records = _consume(isolated_settings, physical_name(GPU_METRICS, isolated_settings), expected)
-    decoded = [ev.decode(r.value) for r in records]  # type: ignore[attr-defined]
+    decoded = [wire.decode(r.value) for r in records]  # type: ignore[attr-defined]
     assert len(decoded) == expected, f"read {len(decoded)} of {expected} messages back"
     seen = {(e.data.node, e.time) for e in decoded}
     assert len(seen) == len(decoded), "more than one message for a (node, sample time)"

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from pipelines import events as ev
+from pipelines import wire
 from pipelines.settings import Settings
 from streams.attribution.attempts import Checkpoint, attempt_fact
 from streams.attribution.compute import SampleRow, compute_range, fact_id
@@ -181,7 +182,7 @@ def test_compute_range_splits_windows_and_conserves_each() -> None:
 
 
 def test_rows_and_activity_from_a_batch() -> None:
-    sample = ev.validate(
+    sample = wire.validate(
         {
             "id": "s" * 16,
             "source": "dcgm",
@@ -191,7 +192,7 @@ def test_rows_and_activity_from_a_batch() -> None:
             "data": {"node": "n1", "gpus": [{"uuid": "GPU-a", "model": "NVIDIA H100 80GB HBM3", "gpu_util": 0.4}]},
         }
     )
-    placement = ev.validate(
+    placement = wire.validate(
         {
             "id": "a" * 16,
             "source": "slurm",
@@ -209,7 +210,7 @@ def test_rows_and_activity_from_a_batch() -> None:
 
 
 def test_invalid_messages_become_dead_letters_and_duplicates_collapse() -> None:
-    good = ev.validate(
+    good = wire.validate(
         {
             "id": "g" * 16,
             "source": "dcgm",

@@ -33,9 +33,10 @@ from pipelines.collectors.base import Batch, Deduplicated, collect_into, run
 from pipelines.collectors.prometheus import RangeCursor, selector
 from pipelines.collectors.slurm import SlurmCommands
 from pipelines.errors import PublishError, SourceUnavailable
-from pipelines.events import DeadLetter, event_id, validate
+from pipelines.events import DeadLetter, event_id
 from pipelines.parsers import dcgm, slurm, storage
 from pipelines.parsers.base import NotThisFormat, ParseResult
+from pipelines.wire import validate
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 T0 = datetime(2026, 11, 2, 10, 0, tzinfo=UTC)

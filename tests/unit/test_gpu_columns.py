@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pipelines import events as ev
+from pipelines import wire
 from pipelines.gpu_columns import GpuColumnsEvent, from_v1
 from streams.ingest.rows import SAMPLE_COLUMNS, as_rows, rows_for
 from streams.ingest.sink import Message, decode_batch
@@ -63,14 +64,14 @@ def v1_message(gpus: list[dict[str, Any]] = GPUS, node: str = "gpu001") -> dict[
 
 
 def v2_message() -> dict[str, Any]:
-    v2: dict[str, Any] = orjson.loads(from_v1(ev.decode(orjson.dumps(v1_message()))).to_bytes())  # type: ignore[arg-type]
+    v2: dict[str, Any] = orjson.loads(from_v1(wire.decode(orjson.dumps(v1_message()))).to_bytes())  # type: ignore[arg-type]
     return v2
 
 
 def test_version_2_of_a_scrape_has_the_id_rows_and_samples_of_version_1() -> None:
-    v1 = ev.decode(orjson.dumps(v1_message()))
+    v1 = wire.decode(orjson.dumps(v1_message()))
     raw2 = from_v1(v1).to_bytes()  # type: ignore[arg-type]
-    v2 = ev.decode(raw2)
+    v2 = wire.decode(raw2)
     assert isinstance(v2, GpuColumnsEvent) and not isinstance(v1, GpuColumnsEvent)
     assert orjson.loads(raw2)["schema_version"] == 2 and "gpus" not in orjson.loads(raw2)["data"]
     assert v2.id == v1.id == ev.event_id("gpu.sample", "c1", "gpu001", T0)
@@ -94,7 +95,7 @@ def test_a_v1_and_a_v2_message_of_one_scrape_dedupe_to_one_event() -> None:
 def test_absent_arrays_mean_all_missing() -> None:
     msg = v2_message()
     msg["data"] = {"node": "gpu001", "interval_s": None, "uuid": ["GPU-a", "GPU-b"]}
-    event = ev.decode(orjson.dumps(msg))
+    event = wire.decode(orjson.dumps(msg))
     assert [g.uuid for g in event.data.gpus] == ["GPU-a", "GPU-b"]
     assert all(g.power_w is None and g.holders == [] for g in event.data.gpus)
 
@@ -139,7 +140,7 @@ def test_bad_envelopes_of_version_2_are_invalid(field: str, value: Any, reason: 
     msg = v2_message()
     msg[field] = value
     with pytest.raises(ev.InvalidEvent, match=reason):
-        ev.decode(orjson.dumps(msg))
+        wire.decode(orjson.dumps(msg))
 
 
 JSON = st.recursive(

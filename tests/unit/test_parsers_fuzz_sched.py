@@ -13,10 +13,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipelines.events import decode
 from pipelines.parsers import kubernetes, reference, slurm
 from pipelines.parsers.base import NotThisFormat, ParseResult
 from pipelines.parsers.hostlist import HostlistError, expand
+from pipelines.wire import decode
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 FILES = sorted(

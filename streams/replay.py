@@ -1,9 +1,10 @@
 """Rebuild the facts — from the warehouse's raw tables (the default) or from the Kafka log.
 
-**From the raw tables** (``rebuild_facts``): the facts, windows, hourly rollup, progress,
-conflicts, quarantine and attempt records are derived from the raw tables alone. Emptying those
-derived tables and recomputing the attempt records from the stored scheduler events makes the
-next attribution step recompute every node from its first event. Kafka is not needed and no raw
+**From the raw tables** (``rebuild_facts``): the facts, windows, hourly rollup, owner keys
+(``owner_keys``, refilled as the facts are written again), progress, conflicts, quarantine and
+attempt records are derived from the raw tables alone. Emptying those derived tables and
+recomputing the attempt records from the stored scheduler events makes the next attribution step
+recompute every node from its first event. Kafka is not needed and no raw
 row is touched: nothing can be lost, whatever the topics still hold.
 
 **From the Kafka log** (``check_log_whole``, then ``truncate`` and ``rewind``): also rebuilds the
@@ -45,6 +46,7 @@ FACT_TABLES = (
     "gpu_usage_facts",
     "fact_windows",
     "gpu_usage_hourly",
+    "owner_keys",
     "attribution_progress",
     "attribution_conflicts",
     "attribution_quarantine",

@@ -2,10 +2,10 @@
 -- succeed), unobserved; unallocated and unavailable capacity as the rows __unallocated__ and
 -- __unavailable__ (busy_gpu_hours on __unallocated__: busy time of GPUs nobody held). The group
 -- is chosen by {by}, a parameter, never spliced into the text.
--- The whole hours inside the range come from the hourly rollup (current_hourly, resolved as
--- resolved_hourly does); only the partial hours at its edges, [start, first whole hour) and
--- [last whole hour's end, end), are read window by window from resolved_facts. The answer equals
--- gpu_hours_facts.sql, which reads every window. A dimension `label:<key>` is the attempt's pod label
+-- The whole hours inside the range come from the hourly rollup (current_hourly, its owners taken
+-- from owner_resolution as resolved_hourly takes them); only the partial hours at its edges,
+-- [start, first whole hour) and [last whole hour's end, end), are read window by window from
+-- resolved_facts. The answer equals gpu_hours_facts.sql, which reads every window. A dimension `label:<key>` is the attempt's pod label
 -- <key> (`__unlabelled__` without it).
 WITH
     -- one or several dimensions: {by} is 'team' or 'team,model'; a key joins their values with \x1F
@@ -71,56 +71,46 @@ SELECT
 FROM
 (
     -- whole hours: the current hourly rows summed over hours (and nodes, unless grouping by node)
-    -- first, then team, business unit and attempt outcome resolved as resolved_hourly does; the same
-    -- answer as reading resolved_hourly row by row, with the joins run on far fewer rows
-    SELECT h.cluster, h.node, h.gpu_model, h.kind, h.team, if(bu.value != '', bu.value, 'unassigned') AS business_unit,
-           h.namespace, h.account, h.model, h.logical_job, h.failure_reason, h.user, h.queue,
-           h.workload_kind, h.outcome, h.scheduler, h.job_id, h.attempt, h.gpu_seconds, h.busy_seconds,
-           h.unobserved_seconds, h.energy_joules
+    -- first, then their owner (owner_resolution, under each row's stored org version) and attempt
+    -- outcome joined as resolved_hourly joins them; the same answer as reading resolved_hourly row by
+    -- row, with the joins run on far fewer rows
+    SELECT g.cluster, g.node, g.gpu_model, g.kind, r.team AS team, r.business_unit AS business_unit,
+           g.namespace, g.account, g.model, g.logical_job,
+           if(a.a_outcome = 'failure', if(a.a_reason = '', 'unknown', a.a_reason), 'none') AS failure_reason,
+           g.user, g.queue, g.workload_kind,
+           if(g.kind = 'allocated', if(a.a_outcome = '', 'running', a.a_outcome), '') AS outcome,
+           g.scheduler, g.job_id, g.attempt, g.gpu_seconds, g.busy_seconds, g.unobserved_seconds, g.energy_joules
     FROM
     (
-        SELECT
-            g.*,
-            multiIf(g.team_label != '', g.team_label, ns.value != '', ns.value, acc.value != '', acc.value, 'unassigned') AS team,
-            if(g.kind = 'allocated', if(a.a_outcome = '', 'running', a.a_outcome), '') AS outcome,
-            if(a.a_outcome = 'failure', if(a.a_reason = '', 'unknown', a.a_reason), 'none') AS failure_reason
-        FROM
-        (
-            SELECT cluster, if(has(dims, 'node'), toString(node), '') AS node, org_version, org_scope,
-                   if(has(dims, 'gpu_model'), toString(gpu_model), '') AS gpu_model, kind, scheduler, job_id,
-                   if(has(dims, 'job'), logical_job, '') AS logical_job, attempt, namespace, account,
-                   if(has(dims, 'user'), toString(user), '') AS user,
-                   if(has(dims, 'queue'), toString(queue), '') AS queue,
-                   if(has(dims, 'workload_kind'), toString(workload_kind), '') AS workload_kind, team_label,
-                   if(has(dims, 'model'), toString(model), '') AS model,
-                   sum(gpu_seconds) AS gpu_seconds, sum(busy_seconds) AS busy_seconds,
-                   sum(unobserved_seconds) AS unobserved_seconds, sum(energy_joules) AS energy_joules
-            FROM current_hourly
-            WHERE hour >= full_start AND hour < full_end
-              AND ({cluster:String} = '' OR cluster = {cluster:String})
-            GROUP BY cluster, node, org_version, org_scope, gpu_model, kind, scheduler, job_id, logical_job, attempt, namespace,
-                     account, user, queue, workload_kind, team_label, model
-        ) AS g
-        LEFT JOIN
-        (
-            SELECT cluster AS scope, key, effective_from, value FROM org_mapping_rows WHERE kind = 'namespace_team'
-        ) AS ns ON ns.scope = g.org_scope AND ns.key = g.namespace AND ns.effective_from = g.org_version
-        LEFT JOIN
-        (
-            SELECT cluster AS scope, key, effective_from, value FROM org_mapping_rows WHERE kind = 'account_team'
-        ) AS acc ON acc.scope = g.org_scope AND acc.key = g.account AND acc.effective_from = g.org_version
-        LEFT JOIN
-        (
-            SELECT cluster AS a_cluster, scheduler AS a_scheduler, job_id AS a_job_id, attempt AS a_attempt,
-                   outcome AS a_outcome, failure_reason AS a_reason
-            FROM attempt_outcomes
-        ) AS a ON a.a_cluster = g.cluster AND a.a_scheduler = g.scheduler AND a.a_job_id = g.job_id
-              AND a.a_attempt = g.attempt
-    ) AS h
+        SELECT cluster, if(has(dims, 'node'), toString(node), '') AS node, org_version, org_scope,
+               if(has(dims, 'gpu_model'), toString(gpu_model), '') AS gpu_model, kind, scheduler, job_id,
+               if(has(dims, 'job'), logical_job, '') AS logical_job, attempt, namespace, account,
+               if(has(dims, 'user'), toString(user), '') AS user,
+               if(has(dims, 'queue'), toString(queue), '') AS queue,
+               if(has(dims, 'workload_kind'), toString(workload_kind), '') AS workload_kind, team_label,
+               if(has(dims, 'model'), toString(model), '') AS model,
+               sum(gpu_seconds) AS gpu_seconds, sum(busy_seconds) AS busy_seconds,
+               sum(unobserved_seconds) AS unobserved_seconds, sum(energy_joules) AS energy_joules
+        FROM current_hourly
+        WHERE hour >= full_start AND hour < full_end
+          AND ({cluster:String} = '' OR cluster = {cluster:String})
+        GROUP BY cluster, node, org_version, org_scope, gpu_model, kind, scheduler, job_id, logical_job, attempt, namespace,
+                 account, user, queue, workload_kind, team_label, model
+    ) AS g
     LEFT JOIN
     (
-        SELECT cluster AS scope, key, effective_from, value FROM org_mapping_rows WHERE kind = 'team_business_unit'
-    ) AS bu ON bu.scope = h.org_scope AND bu.key = h.team AND bu.effective_from = h.org_version
+        SELECT cluster AS r_cluster, namespace AS r_namespace, account AS r_account, team_label AS r_team_label,
+               org_scope AS r_scope, org_version AS r_version, team, business_unit
+        FROM owner_resolution
+    ) AS r ON r.r_cluster = g.cluster AND r.r_namespace = g.namespace AND r.r_account = g.account
+          AND r.r_team_label = g.team_label AND r.r_scope = g.org_scope AND r.r_version = g.org_version
+    LEFT JOIN
+    (
+        SELECT cluster AS a_cluster, scheduler AS a_scheduler, job_id AS a_job_id, attempt AS a_attempt,
+               outcome AS a_outcome, failure_reason AS a_reason
+        FROM attempt_outcomes
+    ) AS a ON a.a_cluster = g.cluster AND a.a_scheduler = g.scheduler AND a.a_job_id = g.job_id
+          AND a.a_attempt = g.attempt
     UNION ALL
     SELECT cluster, node, gpu_model, kind, team, business_unit, namespace, account, model, logical_job,
            failure_reason, user, queue, workload_kind, outcome, scheduler, job_id, attempt, gpu_seconds,

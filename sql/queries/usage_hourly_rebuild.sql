@@ -2,22 +2,22 @@
 -- ({cluster}; '' with {all_nodes} = true: every cluster) and the nodes {nodes} (or every node with
 -- {all_nodes}). Reads the base tables with the filters inside each subquery: the current facts are
 -- the rows of the latest version of each (cluster, node, window) in fact_windows, deduplicated by
--- FINAL, summed per hour, org version and scope (at each window's start: the cluster's own version
--- in force, else the '*' one — the rule of sql/ddl/0014, as resolved_facts applies it) and owner. Every (cluster, node, hour) that has windows also gets one marker row (kind = ''), so a
--- rebuild that finds no facts still supersedes an older one. All rows carry {version}.
+-- FINAL, summed per hour, org version and scope (the version in force at each window's start, from
+-- owner_resolution as resolved_facts takes it) and owner. Every (cluster, node, hour) that has
+-- windows also gets one marker row (kind = ''), so a rebuild that finds no facts still supersedes an
+-- older one. All rows carry {version}.
 INSERT INTO gpu_usage_hourly (cluster, hour, node, version, org_version, org_scope, gpu_model, kind, scheduler,
                               job_id, logical_job, attempt, namespace, account, user, queue, workload_kind,
                               team_label, model, gpu_seconds, busy_seconds, unobserved_seconds, energy_joules)
 SELECT
     f.cluster, toStartOfHour(f.window_start) AS hour, f.node, {version:UInt64} AS version,
-    if(own.own_version > toDateTime64(0, 3, 'UTC'), own.own_version, g.global_version) AS org_version,
-    if(own.own_version > toDateTime64(0, 3, 'UTC'), f.cluster, '*') AS org_scope,
+    r.org_version AS org_version, r.org_scope AS org_scope,
     f.gpu_model, f.kind, f.scheduler, f.job_id, f.logical_job, f.attempt, f.namespace, f.account, f.user, f.queue,
     f.workload_kind, f.team_label, f.model,
     sum(f.gpu_seconds), sum(f.busy_seconds), sum(f.unobserved_seconds), sum(f.energy_joules)
 FROM
 (
-    SELECT c.*, toUInt8(1) AS one
+    SELECT c.*
     FROM gpu_usage_facts AS c FINAL
     INNER JOIN
     (
@@ -34,12 +34,11 @@ FROM
 ) AS f
 ASOF LEFT JOIN
 (
-    SELECT DISTINCT cluster AS own_cluster, effective_from AS own_version FROM org_mappings WHERE cluster != '*'
-) AS own ON f.cluster = own.own_cluster AND f.window_start >= own.own_version
-ASOF LEFT JOIN
-(
-    SELECT DISTINCT toUInt8(1) AS g_one, effective_from AS global_version FROM org_mappings WHERE cluster = '*'
-) AS g ON f.one = g.g_one AND f.window_start >= g.global_version
+    SELECT cluster AS r_cluster, namespace AS r_namespace, account AS r_account, team_label AS r_team_label,
+           in_force_from, org_version, org_scope
+    FROM owner_resolution
+) AS r ON r.r_cluster = f.cluster AND r.r_namespace = f.namespace AND r.r_account = f.account
+      AND r.r_team_label = f.team_label AND f.window_start >= r.in_force_from
 GROUP BY f.cluster, hour, f.node, org_version, org_scope, f.gpu_model, f.kind, f.scheduler, f.job_id, f.logical_job,
          f.attempt, f.namespace, f.account, f.user, f.queue, f.workload_kind, f.team_label, f.model
 UNION ALL

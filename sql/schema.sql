@@ -2,7 +2,7 @@
 -- Today's schema as ClickHouse states it for a database migrated from nothing; the reasons
 -- behind each ORDER BY / PARTITION BY are written in the migration that created the table.
 
--- tables (36)
+-- tables (37)
 
 CREATE TABLE attempt_gpus
 (
@@ -579,6 +579,17 @@ ENGINE = ReplacingMergeTree(ingested_at)
 ORDER BY (cluster, kind, key, effective_from)
 SETTINGS index_granularity = 8192;
 
+CREATE TABLE owner_keys
+(
+    `cluster` LowCardinality(String),
+    `namespace` LowCardinality(String),
+    `account` LowCardinality(String),
+    `team_label` LowCardinality(String)
+)
+ENGINE = ReplacingMergeTree
+ORDER BY (cluster, namespace, account, team_label)
+SETTINGS index_granularity = 8192;
+
 CREATE TABLE pricing_rates
 (
     `event_id` String,
@@ -714,7 +725,7 @@ PARTITION BY toYYYYMM(time)
 ORDER BY (cluster, unit, time, event_id)
 SETTINGS index_granularity = 8192;
 
--- views (8)
+-- views (9)
 
 CREATE VIEW attempt_outcomes
 (
@@ -1025,6 +1036,116 @@ GROUP BY
     key,
     effective_from;
 
+CREATE VIEW owner_resolution
+(
+    `cluster` LowCardinality(String),
+    `namespace` LowCardinality(String),
+    `account` LowCardinality(String),
+    `team_label` LowCardinality(String),
+    `org_scope` String,
+    `org_version` DateTime64(3, 'UTC'),
+    `in_force_from` DateTime64(3, 'UTC'),
+    `team` String,
+    `business_unit` String
+)
+AS SELECT
+    t.*,
+    if(bu.value != '', bu.value, 'unassigned') AS business_unit
+FROM
+(
+    SELECT
+        k.cluster AS cluster,
+        k.namespace AS namespace,
+        k.account AS account,
+        k.team_label AS team_label,
+        v.org_scope AS org_scope,
+        v.org_version AS org_version,
+        v.in_force_from AS in_force_from,
+        multiIf(k.team_label != '', k.team_label, ns.value != '', ns.value, acc.value != '', acc.value, 'unassigned') AS team
+    FROM
+    (
+        SELECT DISTINCT
+            cluster,
+            namespace,
+            account,
+            team_label
+        FROM owner_keys
+    ) AS k
+    INNER JOIN
+    (
+        SELECT
+            c.v_cluster AS v_cluster,
+            '*' AS org_scope,
+            g.version AS org_version,
+            if((o.has_own = 1) AND (g.version >= o.first_own), toDateTime64('2200-01-01 00:00:00', 3, 'UTC'), g.version) AS in_force_from
+        FROM
+        (
+            SELECT DISTINCT cluster AS v_cluster
+            FROM owner_keys
+        ) AS c
+        CROSS JOIN
+        (
+            SELECT DISTINCT version
+            FROM
+            (
+                SELECT toDateTime64(0, 3, 'UTC') AS version
+                UNION ALL
+                SELECT effective_from AS version
+                FROM org_mappings
+                WHERE cluster = '*'
+            )
+        ) AS g
+        LEFT JOIN
+        (
+            SELECT
+                cluster AS o_cluster,
+                min(effective_from) AS first_own,
+                toUInt8(1) AS has_own
+            FROM org_mappings
+            WHERE cluster != '*'
+            GROUP BY cluster
+        ) AS o ON o.o_cluster = c.v_cluster
+        UNION ALL
+        SELECT DISTINCT
+            cluster AS v_cluster,
+            cluster AS org_scope,
+            effective_from AS org_version,
+            effective_from AS in_force_from
+        FROM org_mappings
+        WHERE cluster != '*'
+    ) AS v ON v.v_cluster = k.cluster
+    LEFT JOIN
+    (
+        SELECT
+            cluster AS scope,
+            key,
+            effective_from,
+            value
+        FROM org_mapping_rows
+        WHERE kind = 'namespace_team'
+    ) AS ns ON (ns.scope = v.org_scope) AND (ns.key = k.namespace) AND (ns.effective_from = v.org_version)
+    LEFT JOIN
+    (
+        SELECT
+            cluster AS scope,
+            key,
+            effective_from,
+            value
+        FROM org_mapping_rows
+        WHERE kind = 'account_team'
+    ) AS acc ON (acc.scope = v.org_scope) AND (acc.key = k.account) AND (acc.effective_from = v.org_version)
+) AS t
+LEFT JOIN
+(
+    SELECT
+        cluster AS scope,
+        key,
+        effective_from,
+        value
+    FROM org_mapping_rows
+    WHERE kind = 'team_business_unit'
+) AS bu ON (bu.scope = t.org_scope) AND (bu.key = t.team) AND (bu.effective_from = t.org_version);
+
 CREATE VIEW resolved_facts
 (
     `fact_id` String,
@@ -1060,87 +1181,39 @@ CREATE VIEW resolved_facts
     `business_unit` String
 )
 AS SELECT
-    t.*,
-    if(bu.value != '', bu.value, 'unassigned') AS business_unit
-FROM
+    f.*,
+    r.org_version AS org_version,
+    r.org_scope AS org_scope,
+    r.team AS team,
+    if(f.kind = 'allocated', if(a.a_outcome = '', 'running', a.a_outcome), '') AS outcome,
+    if(a.a_outcome = 'failure', if(a.a_reason = '', 'unknown', a.a_reason), 'none') AS failure_reason,
+    r.business_unit AS business_unit
+FROM current_facts AS f
+ASOF LEFT JOIN
 (
     SELECT
-        o.*,
-        multiIf(o.team_label != '', o.team_label, ns.value != '', ns.value, acc.value != '', acc.value, 'unassigned') AS team,
-        if(o.kind = 'allocated', if(a.a_outcome = '', 'running', a.a_outcome), '') AS outcome,
-        if(a.a_outcome = 'failure', if(a.a_reason = '', 'unknown', a.a_reason), 'none') AS failure_reason
-    FROM
-    (
-        SELECT
-            f.* EXCEPT one,
-            if(own.own_version > toDateTime64(0, 3, 'UTC'), own.own_version, g.global_version) AS org_version,
-            if(own.own_version > toDateTime64(0, 3, 'UTC'), f.cluster, '*') AS org_scope
-        FROM
-        (
-            SELECT
-                *,
-                toUInt8(1) AS one
-            FROM current_facts
-        ) AS f
-        ASOF LEFT JOIN
-        (
-            SELECT DISTINCT
-                cluster AS own_cluster,
-                effective_from AS own_version
-            FROM org_mappings
-            WHERE cluster != '*'
-        ) AS own ON (f.cluster = own.own_cluster) AND (f.window_start >= own.own_version)
-        ASOF LEFT JOIN
-        (
-            SELECT DISTINCT
-                toUInt8(1) AS g_one,
-                effective_from AS global_version
-            FROM org_mappings
-            WHERE cluster = '*'
-        ) AS g ON (f.one = g.g_one) AND (f.window_start >= g.global_version)
-    ) AS o
-    LEFT JOIN
-    (
-        SELECT
-            cluster AS scope,
-            key,
-            effective_from,
-            value
-        FROM org_mapping_rows
-        WHERE kind = 'namespace_team'
-    ) AS ns ON (ns.scope = o.org_scope) AND (ns.key = o.namespace) AND (ns.effective_from = o.org_version)
-    LEFT JOIN
-    (
-        SELECT
-            cluster AS scope,
-            key,
-            effective_from,
-            value
-        FROM org_mapping_rows
-        WHERE kind = 'account_team'
-    ) AS acc ON (acc.scope = o.org_scope) AND (acc.key = o.account) AND (acc.effective_from = o.org_version)
-    LEFT JOIN
-    (
-        SELECT
-            cluster AS a_cluster,
-            scheduler AS a_scheduler,
-            job_id AS a_job_id,
-            attempt AS a_attempt,
-            outcome AS a_outcome,
-            failure_reason AS a_reason
-        FROM attempt_outcomes
-    ) AS a ON (a.a_cluster = o.cluster) AND (a.a_scheduler = o.scheduler) AND (a.a_job_id = o.job_id) AND (a.a_attempt = o.attempt)
-) AS t
+        cluster AS r_cluster,
+        namespace AS r_namespace,
+        account AS r_account,
+        team_label AS r_team_label,
+        in_force_from,
+        org_version,
+        org_scope,
+        team,
+        business_unit
+    FROM owner_resolution
+) AS r ON (r.r_cluster = f.cluster) AND (r.r_namespace = f.namespace) AND (r.r_account = f.account) AND (r.r_team_label = f.team_label) AND (f.window_start >= r.in_force_from)
 LEFT JOIN
 (
     SELECT
-        cluster AS scope,
-        key,
-        effective_from,
-        value
-    FROM org_mapping_rows
-    WHERE kind = 'team_business_unit'
-) AS bu ON (bu.scope = t.org_scope) AND (bu.key = t.team) AND (bu.effective_from = t.org_version);
+        cluster AS a_cluster,
+        scheduler AS a_scheduler,
+        job_id AS a_job_id,
+        attempt AS a_attempt,
+        outcome AS a_outcome,
+        failure_reason AS a_reason
+    FROM attempt_outcomes
+) AS a ON (a.a_cluster = f.cluster) AND (a.a_scheduler = f.scheduler) AND (a.a_job_id = f.job_id) AND (a.a_attempt = f.attempt);
 
 CREATE VIEW resolved_hourly
 (
@@ -1173,60 +1246,38 @@ CREATE VIEW resolved_hourly
     `business_unit` String
 )
 AS SELECT
-    t.*,
-    if(bu.value != '', bu.value, 'unassigned') AS business_unit
-FROM
-(
-    SELECT
-        h.*,
-        multiIf(h.team_label != '', h.team_label, ns.value != '', ns.value, acc.value != '', acc.value, 'unassigned') AS team,
-        if(h.kind = 'allocated', if(a.a_outcome = '', 'running', a.a_outcome), '') AS outcome,
-        if(a.a_outcome = 'failure', if(a.a_reason = '', 'unknown', a.a_reason), 'none') AS failure_reason
-    FROM current_hourly AS h
-    LEFT JOIN
-    (
-        SELECT
-            cluster AS scope,
-            key,
-            effective_from,
-            value
-        FROM org_mapping_rows
-        WHERE kind = 'namespace_team'
-    ) AS ns ON (ns.scope = h.org_scope) AND (ns.key = h.namespace) AND (ns.effective_from = h.org_version)
-    LEFT JOIN
-    (
-        SELECT
-            cluster AS scope,
-            key,
-            effective_from,
-            value
-        FROM org_mapping_rows
-        WHERE kind = 'account_team'
-    ) AS acc ON (acc.scope = h.org_scope) AND (acc.key = h.account) AND (acc.effective_from = h.org_version)
-    LEFT JOIN
-    (
-        SELECT
-            cluster AS a_cluster,
-            scheduler AS a_scheduler,
-            job_id AS a_job_id,
-            attempt AS a_attempt,
-            outcome AS a_outcome,
-            failure_reason AS a_reason
-        FROM attempt_outcomes
-    ) AS a ON (a.a_cluster = h.cluster) AND (a.a_scheduler = h.scheduler) AND (a.a_job_id = h.job_id) AND (a.a_attempt = h.attempt)
-) AS t
+    h.*,
+    r.team AS team,
+    if(h.kind = 'allocated', if(a.a_outcome = '', 'running', a.a_outcome), '') AS outcome,
+    if(a.a_outcome = 'failure', if(a.a_reason = '', 'unknown', a.a_reason), 'none') AS failure_reason,
+    r.business_unit AS business_unit
+FROM current_hourly AS h
 LEFT JOIN
 (
     SELECT
-        cluster AS scope,
-        key,
-        effective_from,
-        value
-    FROM org_mapping_rows
-    WHERE kind = 'team_business_unit'
-) AS bu ON (bu.scope = t.org_scope) AND (bu.key = t.team) AND (bu.effective_from = t.org_version);
+        cluster AS r_cluster,
+        namespace AS r_namespace,
+        account AS r_account,
+        team_label AS r_team_label,
+        org_scope AS r_scope,
+        org_version AS r_version,
+        team,
+        business_unit
+    FROM owner_resolution
+) AS r ON (r.r_cluster = h.cluster) AND (r.r_namespace = h.namespace) AND (r.r_account = h.account) AND (r.r_team_label = h.team_label) AND (r.r_scope = h.org_scope) AND (r.r_version = h.org_version)
+LEFT JOIN
+(
+    SELECT
+        cluster AS a_cluster,
+        scheduler AS a_scheduler,
+        job_id AS a_job_id,
+        attempt AS a_attempt,
+        outcome AS a_outcome,
+        failure_reason AS a_reason
+    FROM attempt_outcomes
+) AS a ON (a.a_cluster = h.cluster) AND (a.a_scheduler = h.scheduler) AND (a.a_job_id = h.job_id) AND (a.a_attempt = h.attempt);
 
--- materialized views (4)
+-- materialized views (5)
 
 CREATE MATERIALIZED VIEW attempt_gpus_mv TO attempt_gpus
 (
@@ -1314,3 +1365,17 @@ AS SELECT
     max_time,
     seq AS last_seq
 FROM node_activity;
+
+CREATE MATERIALIZED VIEW owner_keys_mv TO owner_keys
+(
+    `cluster` LowCardinality(String),
+    `namespace` LowCardinality(String),
+    `account` LowCardinality(String),
+    `team_label` LowCardinality(String)
+)
+AS SELECT DISTINCT
+    cluster,
+    namespace,
+    account,
+    team_label
+FROM gpu_usage_facts;

@@ -23,7 +23,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from pipelines import metrics
+from pipelines import process_metrics as metrics
 from pipelines.cli.main_errors import UsageFailure
 from pipelines.collectors import dcgm as dcgm_collector
 from pipelines.collectors import kubernetes as k8s_collector

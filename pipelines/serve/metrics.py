@@ -16,7 +16,7 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from pipelines.metrics import reason_class
+from pipelines.process_metrics import reason_class
 from pipelines.serve.health import stalled_nodes
 from pipelines.settings import Settings
 from sql import load_query

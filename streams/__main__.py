@@ -21,7 +21,7 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(
         level=logging.INFO, format=f"[worker-{args.index}] %(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    from pipelines.metrics import serve_metrics
+    from pipelines.process_metrics import serve_metrics
     from streams.app import create_app
 
     settings = get_settings()

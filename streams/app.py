@@ -31,7 +31,7 @@ import faust
 from kafka.partitioner.default import murmur2
 
 from pipelines import events as ev
-from pipelines import metrics
+from pipelines import process_metrics
 from pipelines.producer import EventProducer
 from pipelines.settings import Settings, get_settings
 from pipelines.topics import DATA_TOPICS, GPU_METRICS, node_key, physical_name
@@ -149,7 +149,7 @@ def create_app(settings: Settings) -> faust.App:
         warehouse.insert("dead_letters", [dead_letter_row(letter)])
         if not message.topic.endswith(".dlq"):
             publish_dead_letters([letter])
-            metrics.DEAD_LETTERED.labels(letter.topic, metrics.reason_class(reason)).inc()
+            process_metrics.DEAD_LETTERED.labels(letter.topic, process_metrics.reason_class(reason)).inc()
 
     step_state = StepState()  # what one step learnt for the next (scrape intervals, due nodes, rebuild checks)
 
@@ -202,7 +202,7 @@ def create_app(settings: Settings) -> faust.App:
                     f"attribution step failed: {describe(exc)}; run `gpuledger migrate` or fix the "
                     "warehouse user's grants"
                 )
-            metrics.STEP_FAILURES.inc()
+            process_metrics.STEP_FAILURES.inc()
             delay = backoff.failed()
             if is_transient(exc):
                 log.warning("attribution step: warehouse unavailable (%s); next try in %.0fs", describe(exc), delay)
@@ -210,10 +210,10 @@ def create_app(settings: Settings) -> faust.App:
                 log.exception("attribution step failed; next try in %.0fs", delay)
             return
         backoff.succeeded()
-        metrics.STEP_SECONDS.observe(time.perf_counter() - began)
-        metrics.FACTS_WRITTEN.inc(report.facts)
-        metrics.WINDOWS_WRITTEN.inc(report.windows)
-        metrics.NODES_QUARANTINED.inc(report.quarantined)
+        process_metrics.STEP_SECONDS.observe(time.perf_counter() - began)
+        process_metrics.FACTS_WRITTEN.inc(report.facts)
+        process_metrics.WINDOWS_WRITTEN.inc(report.windows)
+        process_metrics.NODES_QUARANTINED.inc(report.quarantined)
         if report.windows:
             log.info("attributed %d windows on %d nodes (%d facts)", report.windows, report.nodes, report.facts)
 

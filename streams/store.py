@@ -34,7 +34,7 @@ from sql.client import get_client
 from sql.errors import describe, is_transient
 from streams import rollup
 from streams.attribution.attempts import AttemptFact, Checkpoint
-from streams.attribution.compute import InventoryGpu, NodeInputs, NodeState, SampleColumns
+from streams.attribution.node_range import InventoryGpu, NodeInputs, NodeState, SampleColumns
 from streams.attribution.rows import NodeFacts, fact_rows
 
 if TYPE_CHECKING:

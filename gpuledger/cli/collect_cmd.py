@@ -24,7 +24,7 @@ import typer
 from rich.console import Console
 
 from gpuledger.cli.main_errors import UsageFailure
-from pipelines import metrics
+from pipelines import process_metrics as metrics
 from pipelines.collectors import dcgm as dcgm_collector
 from pipelines.collectors import kubernetes as k8s_collector
 from pipelines.collectors import slurm as slurm_collector

@@ -17,7 +17,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from gpuledger.serve.health import stalled_nodes
-from pipelines.metrics import reason_class
+from pipelines.process_metrics import reason_class
 from pipelines.settings import Settings
 from sql import load_query
 from sql.client import get_client

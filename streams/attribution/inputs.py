@@ -26,8 +26,8 @@ import orjson
 
 from pipelines.events import AllocationData, one_line
 from streams.attribution.attempts import end_superseded, next_starts
-from streams.attribution.compute import SAMPLE_COLUMNS, SampleColumns
 from streams.attribution.core import HOLD_INTERVALS
+from streams.attribution.node_range import SAMPLE_COLUMNS, SampleColumns
 from streams.store import Warehouse
 
 LOOKBACK_S = 900.0  # the longest look-back: a node whose scrape interval is not known yet

@@ -31,8 +31,8 @@ from pipelines.events import one_line
 from pipelines.settings import Settings
 from pipelines.times import floor_seconds, from_epoch
 from streams.attribution import inputs
-from streams.attribution.compute import INVENTORY_HORIZON_S, SampleColumns, compute_range_full
 from streams.attribution.inputs import LOOKBACK_S, StepMemory, between
+from streams.attribution.node_range import INVENTORY_HORIZON_S, SampleColumns, compute_range_full
 from streams.attribution.rows import NodeFacts
 from streams.attribution.state import IDLE_FLUSH_S, RECHECK_S, StepState, recheck_at
 from streams.store import PendingNode, Quarantine, Warehouse

@@ -22,8 +22,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from pipelines.events import AllocationData
-from streams.attribution.compute import NodeInputs, RangeResult, SampleColumns
 from streams.attribution.core import Conflict, Owner
+from streams.attribution.node_range import NodeInputs, RangeResult, SampleColumns
 from streams.attribution.resolve import SlotMeta, to_placement
 from streams.attribution.vector_facts import facts_of
 from streams.attribution.vector_series import NodeSeries, build_series, has_mig

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from streams.attribution.compute import INVENTORY_HORIZON_S, NodeInputs
 from streams.attribution.core import Owner, _merged
+from streams.attribution.node_range import INVENTORY_HORIZON_S, NodeInputs
 from streams.attribution.vector_series import Floats, NodeSeries, down_intervals, keys
 
 Bools = npt.NDArray[np.bool_]

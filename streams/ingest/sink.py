@@ -16,7 +16,7 @@ import orjson
 import pyarrow as pa
 
 from pipelines import events as ev
-from pipelines import metrics, wire
+from pipelines import process_metrics, wire
 from pipelines.parsers.reference import ALL_CLUSTERS
 from pipelines.times import as_utc, utc_text
 from streams.attribution.attempts import (
@@ -144,9 +144,9 @@ def write_batch(
 
 def _count(messages: Sequence[Message], events: Sequence[ev.Envelope], dead: Sequence[ev.DeadLetter]) -> None:
     if messages:
-        metrics.EVENTS_CONSUMED.labels(messages[0].topic).inc(len(events))
+        process_metrics.EVENTS_CONSUMED.labels(messages[0].topic).inc(len(events))
     for letter in dead:
-        metrics.DEAD_LETTERED.labels(letter.topic, metrics.reason_class(letter.reason)).inc()
+        process_metrics.DEAD_LETTERED.labels(letter.topic, process_metrics.reason_class(letter.reason)).inc()
 
 
 def placement_changes(wh: Warehouse, events: Sequence[ev.Envelope]) -> Changed:

@@ -15,7 +15,7 @@ from infra.services import apply_migrations
 from pipelines.settings import Settings
 from pipelines.times import from_epoch
 from streams.attribution import step
-from streams.attribution.compute import compute_range
+from streams.attribution.node_range import compute_range
 from streams.ingest.sink import Message, write_batch
 from streams.store import PendingNode, Warehouse
 

@@ -16,7 +16,7 @@ from pipelines.settings import Settings
 from pipelines.times import as_utc, from_epoch
 from sql import load_query
 from streams.attribution import step
-from streams.attribution.compute import compute_range
+from streams.attribution.node_range import compute_range
 from streams.ingest.sink import Message, write_batch
 from streams.store import Warehouse
 

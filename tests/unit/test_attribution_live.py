@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 
 from pipelines import events as ev
 from pipelines.settings import Settings
-from streams.attribution.compute import SampleColumns, SampleRow, compute_range_full
 from streams.attribution.inputs import LOOKBACK_INTERVALS, LOOKBACK_S, StepMemory, between, enough
+from streams.attribution.node_range import SampleColumns, SampleRow, compute_range_full
 from streams.attribution.step import IDLE_FLUSH_S, RECHECK_S, StepState, plan, recheck_at
 from streams.store import PendingNode
 

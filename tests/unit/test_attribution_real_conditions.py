@@ -14,7 +14,7 @@ import pytest
 
 from pipelines import events as ev
 from streams.attribution.attempts import SUPERSEDED
-from streams.attribution.compute import (
+from streams.attribution.node_range import (
     InventoryGpu,
     NodeInputs,
     NodeState,

@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pipelines import events as ev
-from streams.attribution.compute import (
+from streams.attribution.node_range import (
     InventoryGpu,
     NodeInputs,
     NodeState,

@@ -10,7 +10,7 @@ import time
 import orjson
 import pytest
 
-from bench import cpu, live, sources
+from bench import cpu, live, prom_parser, sources
 from bench.load import Load, messages
 from bench.report import table_rows
 from pipelines.parsers import dcgm
@@ -151,6 +151,25 @@ def test_exposition_input_holds_the_default_counters_and_parses_into_every_gpu()
     assert result.dead_letters == []
     assert [e.data.node for e in result.events] == ["src-0001"]
     assert sources.gpu_samples(result) == 8
+
+
+def test_prom_parser_bench_reads_every_sample_with_each_parser() -> None:
+    result = prom_parser.measure(nodes=2, repeat=1)
+    assert result["samples_per_round"] == 2 * 8 * len(sources.COUNTERS)
+    assert set(result["samples_per_s"]) == set(prom_parser.PARSERS)
+    assert all(rate > 0 for rate in result["samples_per_s"].values())
+
+
+@pytest.mark.parametrize(
+    ("case", "ours", "theirs"),
+    [
+        ("two values", "refused: line 1: malformed exposition line", "m {} 1 0.003"),
+        ("counter without _total", "c {} 5.0 None", "c_total {} 5 None"),
+    ],
+)
+def test_prom_parser_bench_shows_what_each_reader_makes_of_an_odd_line(case: str, ours: str, theirs: str) -> None:
+    text = dict(prom_parser.ODD_LINES)[case]
+    assert prom_parser.odd_line(text) == {"gpuledger": [ours], "prometheus_client": [theirs]}
 
 
 def test_table_rows_judge_live_against_backlog_and_each_source() -> None:

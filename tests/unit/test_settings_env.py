@@ -164,7 +164,7 @@ def test_metrics_bind_to_the_configured_address_for_probes_and_scrapes_in_a_pod(
     import socket
     import urllib.request
 
-    from pipelines.metrics import serve_metrics
+    from pipelines.process_metrics import serve_metrics
 
     assert str(Settings().metrics_host) == "127.0.0.1"
     monkeypatch.setenv("GPULEDGER_METRICS_HOST", "0.0.0.0")  # noqa: S104

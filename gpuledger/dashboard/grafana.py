@@ -28,13 +28,13 @@ import sys
 from typing import Any
 
 from gpuledger.dashboard.data import DAILY_COST, FABRIC, HOURLY_BU, UNIT_COST
+from pipelines.clusters import ALL_CLUSTERS
 from sql import load_query
 
 PLUGIN = "grafana-clickhouse-datasource"
 DATASOURCE = {"type": PLUGIN, "uid": "${datasource}"}
 _SELECTED = "decodeURLComponent('${cluster:percentencode}')"
-CLUSTER = f"if({_SELECTED} = '*', '', {_SELECTED})"  # '' = every cluster, as in the report queries
-ALL_CLUSTERS = "*"
+CLUSTER = f"if({_SELECTED} = '{ALL_CLUSTERS}', '', {_SELECTED})"  # '' = every cluster: ClusterScope.sql_value
 CLUSTERS_QUERY = "SELECT DISTINCT cluster FROM node_activity_summary ORDER BY cluster"
 PARAMS = [
     (re.compile(r"\{start:DateTime64\(3, 'UTC'\)\}"), "$__fromTime"),

@@ -64,8 +64,6 @@ from pipelines.parsers.base import NotThisFormat, ParseResult
 from pipelines.parsers.reference_files import OrgVersion, PricingVersion, version_error, where
 from pipelines.parsers.sched_events import RECORD_ERRORS, decode_text, raw_text
 
-ALL_CLUSTERS = "*"  # the cluster of an org version that applies to every cluster without its own
-
 TOPIC = topics.ORG_MAPPINGS
 ORG_KINDS = frozenset({"org", "org-mapping", "org_mapping", "org.mapping"})
 PRICING_KINDS = frozenset({"pricing", "prices", "pricing.rates"})

@@ -12,6 +12,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from pipelines.clusters import ALL_CLUSTERS
 from pipelines.parsers import checkpoint, dcgm, kubernetes, nccl, outputs, reference, slurm, storage
 from pipelines.parsers.base import NotThisFormat, ParseResult
 
@@ -108,4 +109,4 @@ def summary(result: ParseResult) -> dict[str, Any]:
 def default_cluster(source: Source, configured: str) -> str:
     """An org file ingested without ``--cluster`` applies to every cluster that has no version of
     its own in force (docs/ATTRIBUTION.md "Owner"); everything else belongs to the configured cluster."""
-    return reference.ALL_CLUSTERS if source is Source.org else configured
+    return ALL_CLUSTERS if source is Source.org else configured

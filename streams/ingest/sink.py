@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from pipelines import events as ev
 from pipelines import process_metrics, wire
-from pipelines.parsers.reference import ALL_CLUSTERS
+from pipelines.clusters import ClusterScope
 from pipelines.times import as_utc, utc_text
 from streams.attribution.attempts import (
     SUPERSEDED,
@@ -109,7 +109,7 @@ def write_batch(
             since = org_versions.get(e.cluster)
             org_versions[e.cluster] = e.data.effective_from if since is None else min(since, e.data.effective_from)
     for cluster, since in sorted(org_versions.items()):  # a version applies from its start on, to its
-        wh.request_rollup_rebuild(since, "" if cluster == ALL_CLUSTERS else cluster)  # cluster ('*': every one)
+        wh.request_rollup_rebuild(since, ClusterScope.from_stored(cluster).sql_value)  # cluster ('*': every one)
     if dead:  # to <topic>.dlq; the dead-letter sink copies every .dlq message into the warehouse
         publish_dead_letters(dead)
     jobs = _touched_jobs(events)

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from clickhouse_connect.driver.client import Client
 
-from pipelines.parsers.reference import ALL_CLUSTERS
+from pipelines.clusters import ALL_CLUSTERS
 from sql import load_query
 from streams.rollup import rebuild_since
 from tests.integration.test_usage_hourly import T0, at, fact, insert_rows, report, write_facts

@@ -116,7 +116,7 @@ def test_node_states_carry_the_node_gpu_count() -> None:
 
 
 def test_an_org_file_ingested_without_a_cluster_applies_to_every_cluster() -> None:
-    from pipelines.parsers.reference import ALL_CLUSTERS
+    from pipelines.clusters import ALL_CLUSTERS
     from pipelines.parsers.registry import Source, default_cluster
 
     assert default_cluster(Source.org, "prod") == ALL_CLUSTERS

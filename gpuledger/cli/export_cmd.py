@@ -20,6 +20,7 @@ from gpuledger import reports
 from gpuledger.cli.main_errors import UsageFailure
 from gpuledger.cli.report_cmd import Format, emit, report
 from gpuledger.windows import BadWindow, month_of
+from pipelines.cost_terms import TERMS
 from pipelines.settings import get_settings
 from sql.client import get_client
 
@@ -27,7 +28,6 @@ export_app = typer.Typer(
     help="Exports for finance: monthly chargeback as FinOps FOCUS 1.2 files.", no_args_is_help=True
 )
 PERIOD = re.compile(r"^\d{4}-(0[1-9]|1[0-2])$")
-TERMS = ("compute", "network", "storage", "support", "operations", "idle", "retries")
 
 
 class ExportFormat(StrEnum):

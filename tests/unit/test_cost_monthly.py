@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 
 from dagster_project.defs.costs.model import PLATFORM, CostLine, SharePolicy, UsageSegment, allocate_day
 from dagster_project.defs.costs.monthly import (
-    TERMS,
     ConservationError,
     largest_remainder,
     month_lines,
@@ -20,6 +19,7 @@ from dagster_project.defs.costs.monthly import (
     unit_cost,
 )
 from dagster_project.defs.costs.pricing import PriceBook, RateVersion, SharedVersion
+from pipelines.cost_terms import TERMS
 
 D = Decimal
 MAR1 = datetime(2026, 3, 1, tzinfo=UTC)
@@ -124,9 +124,3 @@ def test_unit_cost_shows_every_term_and_divides_by_accepted_units() -> None:
     assert uc.terms["retries"] == D("0.00") and uc.total == D("150.00")
     assert uc.unit_cost == D("50.000000")
     assert unit_cost("c1", "USD", totals, 0, "successful_runs").unit_cost is None
-
-
-def test_the_cli_lists_the_same_terms_in_the_same_order() -> None:
-    from gpuledger.cli.export_cmd import TERMS as CLI_TERMS
-
-    assert CLI_TERMS == TERMS

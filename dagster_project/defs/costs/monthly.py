@@ -6,8 +6,7 @@ largest-remainder method: every line gets its amount rounded down to the cent, a
 missing go, one each, to the lines with the largest dropped fractions (ties in line order). So the
 business units' lines plus the platform's remainder add up to the period's total cost exactly.
 
-    effective_cluster_unit_cost = (compute + network + storage + support + operations + idle + retries)
-                                  / accepted workload units
+    effective_cluster_unit_cost = (the cost terms: pipelines/cost_terms.py) / accepted workload units
 """
 
 from __future__ import annotations
@@ -18,9 +17,9 @@ from dataclasses import dataclass, replace
 from decimal import ROUND_FLOOR, ROUND_HALF_UP, Decimal
 
 from dagster_project.defs.costs.model import CostLine, merge_lines
+from pipelines.cost_terms import TERMS
 
 CENT = Decimal("0.01")
-TERMS: tuple[str, ...] = ("compute", "network", "storage", "support", "operations", "idle", "retries")
 
 
 class ConservationError(ArithmeticError):

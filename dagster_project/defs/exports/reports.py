@@ -19,13 +19,14 @@ from dagster_project.defs.common.warehouse import rows
 from dagster_project.defs.costs.compute import line_from_row
 from dagster_project.defs.costs.model import PLATFORM, SharePolicy
 from dagster_project.defs.costs.month_rollup import Month, accepted_units, unit_cost_rows
-from dagster_project.defs.costs.monthly import TERMS, ChargeLine, scaled_unit_cost
+from dagster_project.defs.costs.monthly import ChargeLine, scaled_unit_cost
 from dagster_project.defs.costs.price_books import books_from_warehouse
 from dagster_project.defs.exports.export import Chargeback, load_chargeback, write_files
 from dagster_project.defs.exports.files import FileFormat
 from dagster_project.defs.exports.focus import FocusConfig, focus_rows
 from dagster_project.defs.exports.focus_rules import check_rows
 from dagster_project.defs.exports.focus_spec import HEADER
+from pipelines.cost_terms import TERMS
 
 UNIT_COST_COLUMNS = ("cluster", "currency", *TERMS, "total", "accepted_units", "unit_kind", "unit_cost")
 # the unit cost as it reads on screen (per 1M tokens, per 1k outputs, per run): monthly.scaled_unit_cost

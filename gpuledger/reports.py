@@ -19,6 +19,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, cast
 
 from gpuledger.windows import BadWindow, parse_window
+from pipelines.clusters import EVERY_CLUSTER, ClusterScope
 from pipelines.times import parse_iso
 from sql import load_query
 from sql.idle_causes import IDLE_CAUSE_RULES
@@ -182,7 +183,7 @@ def run(
     by: str | Sequence[str] | None = None,
     start: datetime,
     end: datetime,
-    cluster: str = "",
+    cluster: ClusterScope = EVERY_CLUSTER,
     limit: int = 50,
     business_unit: str | None = None,
     extra: dict[str, str | None] | None = None,
@@ -196,7 +197,7 @@ def run(
     share = parse_idle(report, idle)
     if business_unit is not None:
         return _scoped(client, report, dims, start, end, cluster, limit, business_unit, more, share)
-    params: dict[str, Any] = {"start": start, "end": end, "cluster": cluster, **more, **dict(report.fixed)}
+    params: dict[str, Any] = {"start": start, "end": end, **cluster.sql_params(), **more, **dict(report.fixed)}
     if dims:
         params["by"] = ",".join(dims)
     if report.limit:
@@ -226,7 +227,7 @@ def _with_cost(
     dims: list[str],
     start: datetime,
     end: datetime,
-    cluster: str,
+    cluster: ClusterScope,
     idle: str,
 ) -> tuple[list[str], list[tuple[Any, ...]]]:
     """The rows with their cost columns; the idle and shared costs nobody took as rows of their own."""
@@ -236,7 +237,7 @@ def _with_cost(
     if not columns:  # an empty answer without its column names: nothing was used, nothing cost
         return columns, rows
     share = cast("IdleShare", idle)  # checked by parse_idle
-    costs = range_costs(client, start, end, dims, cluster, get_settings().cluster, share)
+    costs = range_costs(client, start, end, dims, cluster.sql_value, get_settings().cluster, share)
     names = list(RowCost().record())
     out = [(*row, *costs.pop(str(row[0]), RowCost()).record().values()) for row in rows]
     blank = tuple(0.0 for _ in columns[1:])
@@ -250,7 +251,7 @@ def _scoped(
     dims: list[str],
     start: datetime,
     end: datetime,
-    cluster: str,
+    cluster: ClusterScope,
     limit: int,
     unit: str,
     more: dict[str, str],
@@ -259,7 +260,7 @@ def _scoped(
     if not report.owned:
         raise OutOfScope(f"{report.name} lists rows of every business unit; a token for {unit} may not read it")
     if report.scope_column is not None:
-        params: dict[str, Any] = {"start": start, "end": end, "cluster": cluster, "limit": 1_000_000}
+        params: dict[str, Any] = {"start": start, "end": end, **cluster.sql_params(), "limit": 1_000_000}
         columns, rows = _query(client, report.query, params)
         if not rows:  # an empty answer may come without its column names
             return _result(columns, [], dims, start, end)
@@ -274,7 +275,7 @@ def _scoped(
     columns, rows = _query(
         client,
         report.query,
-        {"start": start, "end": end, "cluster": cluster, "by": ",".join(wanted), **more, **dict(report.fixed)},
+        {"start": start, "end": end, **cluster.sql_params(), "by": ",".join(wanted), **more, **dict(report.fixed)},
     )
     if report.costed:
         columns, rows = _with_cost(client, columns, rows, wanted, start, end, cluster, idle)

@@ -6,6 +6,7 @@ as [start, end) with ``end`` exclusive. Used by every report, export and the HTT
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta
 
 from pipelines.errors import PipelineError
@@ -58,3 +59,20 @@ def month_of(text: str, now: datetime | None = None) -> str:
     if end > next_month(start):
         raise BadWindow(f"window {text!r} is not inside one calendar month")
     return f"{start:%Y-%m}"
+
+
+def billing_month(
+    period: str | None, window: str | None, default: str | None = None, spell: Callable[[str], str] = str
+) -> str:
+    """The ``YYYY-MM`` of a billing month: ``period`` exactly ``YYYY-MM``, or ``window`` inside one
+    calendar month (last-month, month-to-date, 2026-11), not both; neither: the window ``default``,
+    or refused without one. ``spell`` names an argument as the caller's users type it (``--period``)."""
+    if period is not None and window is not None:
+        raise BadWindow(f"give either {spell('period')} or {spell('window')}, not both")
+    if period is not None:
+        if not _MONTH.match(period):
+            raise BadWindow(f"{spell('period')} must be YYYY-MM, got {period!r}")
+        return period
+    if window is None and default is None:
+        raise BadWindow(f"give {spell('period')} YYYY-MM or {spell('window')} (last-month, month-to-date, YYYY-MM)")
+    return month_of(window or str(default))

@@ -9,7 +9,6 @@ imported when a command runs, so other commands do not pay for loading Dagster.
 
 from __future__ import annotations
 
-import re
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -19,7 +18,9 @@ import typer
 from gpuledger import reports
 from gpuledger.cli.main_errors import UsageFailure
 from gpuledger.cli.report_cmd import Format, emit, report
-from gpuledger.windows import BadWindow, month_of
+from gpuledger.unit_cost import MonthUnitCost, cli_flag, unit_cost_request
+from gpuledger.windows import BadWindow, billing_month
+from pipelines.clusters import parse_cluster
 from pipelines.cost_terms import TERMS
 from pipelines.settings import get_settings
 from sql.client import get_client
@@ -27,7 +28,6 @@ from sql.client import get_client
 export_app = typer.Typer(
     help="Exports for finance: monthly chargeback as FinOps FOCUS 1.2 files.", no_args_is_help=True
 )
-PERIOD = re.compile(r"^\d{4}-(0[1-9]|1[0-2])$")
 
 
 class ExportFormat(StrEnum):
@@ -41,17 +41,11 @@ MonthWindowOpt = Annotated[
 ]
 
 
-def _period(text: str | None, window: str | None = None) -> str:
-    if (text is None) == (window is None):
-        raise UsageFailure("give --period YYYY-MM or --window (last-month, month-to-date, YYYY-MM)")
-    if window is not None:
-        try:
-            return month_of(window)
-        except BadWindow as exc:
-            raise UsageFailure(str(exc)) from None
-    if not PERIOD.match(text or ""):
-        raise UsageFailure(f"--period must be YYYY-MM, got {text!r}")
-    return str(text)
+def _period(period: str | None, window: str | None = None) -> str:
+    try:
+        return billing_month(period, window, spell=cli_flag)
+    except BadWindow as exc:
+        raise UsageFailure(str(exc)) from None
 
 
 @export_app.command("chargeback")
@@ -61,6 +55,7 @@ def chargeback(
     window: MonthWindowOpt = None,
     format: Annotated[ExportFormat, typer.Option("--format", help="csv or parquet")] = ExportFormat.csv,
     business_unit: Annotated[str | None, typer.Option("--business-unit", help="only this unit's file")] = None,
+    cluster: Annotated[str | None, typer.Option(help="only this cluster's lines (default every cluster)")] = None,
 ) -> None:
     """Write the month's chargeback as FOCUS 1.2 rows: one file with every row (business units and the
     platform's unshared remainder, reconciling to the period's total) and one per business unit."""
@@ -70,7 +65,9 @@ def chargeback(
     settings = get_settings()
     client = get_client(settings)
     try:
-        result = export_chargeback(client, month, out, format.value, business_unit, settings.cluster)
+        result = export_chargeback(
+            client, month, out, format.value, business_unit, settings.cluster, cluster=parse_cluster(cluster)
+        )
     except ExportRefused as exc:
         raise UsageFailure(str(exc)) from None
     finally:
@@ -110,7 +107,7 @@ def unit_cost(
     ] = None,
     start: Annotated[str | None, typer.Option("--from", help="with --unit, instead of --period: start")] = None,
     end: Annotated[str | None, typer.Option("--to", help="with --unit: end, exclusive")] = None,
-    cluster: Annotated[str | None, typer.Option(help="with --unit: only this cluster")] = None,
+    cluster: Annotated[str | None, typer.Option(help="only this cluster (default every cluster)")] = None,
 ) -> None:
     """The effective cluster unit cost of a month, with every term of
     (compute + network + storage + support + operations + idle + retries) / accepted workload units;
@@ -122,22 +119,28 @@ def unit_cost(
         unit_cost_records,
     )
 
-    if unit is not None:
-        if period is not None:
-            if start is not None or end is not None or window is not None:
-                raise UsageFailure("give --period, --window or --from/--to, not several")
-            window = _period(period)
+    asked = unit_cost_request(
+        period=period, window=window, unit=unit, by=by, start=start, end=end, cluster=cluster, spell=cli_flag
+    )
+    if not isinstance(asked, MonthUnitCost):
         report(
-            "unit-cost", by=by, start=start, end=end, window=window, cluster=cluster, fmt=format, extra={"unit": unit}
+            "unit-cost",
+            by=asked.by,
+            start=asked.start,
+            end=asked.end,
+            window=asked.window,
+            cluster=asked.cluster,
+            fmt=format,
+            extra={"unit": asked.unit},
         )
         return
-    if start is not None or end is not None or cluster is not None or by is not None:
-        raise UsageFailure("--by, --from, --to and --cluster go with --unit; the month's unit cost takes --period")
-    month = _period(period, window)
+    month = asked.month
     settings = get_settings()
     client = get_client(settings)
-    try:
-        records = unit_cost_records(client, month, settings.cluster)
+    try:  # settings.cluster: the price book of a cluster without its own (a month computed on the spot)
+        records = [
+            r for r in unit_cost_records(client, month, settings.cluster) if asked.cluster.includes(r["cluster"])
+        ]
     finally:
         client.close()
     if format != Format.table:

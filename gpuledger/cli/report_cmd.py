@@ -23,6 +23,7 @@ from rich.table import Table
 
 from gpuledger import reports
 from gpuledger.windows import WINDOW_HELP
+from pipelines.clusters import ClusterScope, parse_cluster
 from pipelines.settings import get_settings
 from sql.client import get_client
 from sql.values import plain
@@ -58,7 +59,7 @@ def report(
     start: str | None,
     end: str | None,
     window: str | None,
-    cluster: str | None,
+    cluster: ClusterScope,
     fmt: Format,
     limit: int = 50,
     extra: dict[str, str | None] | None = None,
@@ -71,9 +72,7 @@ def report(
     reports.parse_idle(reports.REPORTS[name], idle)
     client = get_client(get_settings())
     try:
-        result = reports.run(
-            client, name, by=by, start=a, end=b, cluster=cluster or "", limit=limit, extra=extra, idle=idle
-        )
+        result = reports.run(client, name, by=by, start=a, end=b, cluster=cluster, limit=limit, extra=extra, idle=idle)
     finally:
         client.close()
     spec = reports.REPORTS[name]
@@ -146,7 +145,9 @@ def gpu_hours(
 ) -> None:
     """Allocated, busy and failed GPU-hours per group and their cost (compute, failure waste, idle
     share, shared costs, total); unallocated capacity as `__unallocated__`."""
-    report("gpu-hours", by=by, start=start, end=end, window=window, cluster=cluster, fmt=format, idle=idle)
+    report(
+        "gpu-hours", by=by, start=start, end=end, window=window, cluster=parse_cluster(cluster), fmt=format, idle=idle
+    )
 
 
 @report_app.command("failures")
@@ -159,7 +160,7 @@ def failures(
     limit: Annotated[int, typer.Option(help="rows to show")] = 50,
 ) -> None:
     """Which failed attempts burned the most GPU-hours, with lost work after the last checkpoint."""
-    report("failures", start=start, end=end, window=window, cluster=cluster, fmt=format, limit=limit)
+    report("failures", start=start, end=end, window=window, cluster=parse_cluster(cluster), fmt=format, limit=limit)
 
 
 @report_app.command("queue")
@@ -171,7 +172,7 @@ def queue(
     format: FormatOpt = Format.table,
 ) -> None:
     """Queue time per scheduler queue, also as GPU-hours waited."""
-    report("queue", start=start, end=end, window=window, cluster=cluster, fmt=format)
+    report("queue", start=start, end=end, window=window, cluster=parse_cluster(cluster), fmt=format)
 
 
 @report_app.command("idle")
@@ -184,7 +185,7 @@ def idle(
     format: FormatOpt = Format.table,
 ) -> None:
     """Allocated-but-idle GPU-hours, and unallocated / unavailable capacity."""
-    report("idle", by=by, start=start, end=end, window=window, cluster=cluster, fmt=format)
+    report("idle", by=by, start=start, end=end, window=window, cluster=parse_cluster(cluster), fmt=format)
 
 
 @report_app.command("idle-causes")
@@ -200,7 +201,7 @@ def idle_causes(
 ) -> None:
     """Why allocated GPUs sat idle: each group's idle GPU-hours split into checkpoint, storage_stall,
     fabric_degraded, startup, teardown and idle (the application's own), with their cost; unobserved beside."""
-    report("idle-causes", by=by, start=start, end=end, window=window, cluster=cluster, fmt=format)
+    report("idle-causes", by=by, start=start, end=end, window=window, cluster=parse_cluster(cluster), fmt=format)
 
 
 @report_app.command("conflicts")
@@ -212,7 +213,7 @@ def conflicts(
     format: FormatOpt = Format.table,
 ) -> None:
     """Claims beyond a GPU's capacity (conflicting scheduler data), scaled down and listed here."""
-    report("conflicts", start=start, end=end, window=window, cluster=cluster, fmt=format)
+    report("conflicts", start=start, end=end, window=window, cluster=parse_cluster(cluster), fmt=format)
 
 
 @report_app.command("benchmarks")
@@ -224,7 +225,7 @@ def benchmarks(
     format: FormatOpt = Format.table,
 ) -> None:
     """nccl-tests runs: hosts, ranks, average bus bandwidth, pass/fail, NCCL version."""
-    report("benchmarks", start=start, end=end, window=window, cluster=cluster, fmt=format)
+    report("benchmarks", start=start, end=end, window=window, cluster=parse_cluster(cluster), fmt=format)
 
 
 @report_app.command("dashboard")
@@ -240,13 +241,14 @@ def dashboard(
 
     a, b = time_range(start, end, window)
     settings = get_settings()
+    name = parse_cluster(cluster).name_or(settings.cluster)  # the page shows one cluster
     client = get_client(settings)
     try:
-        collected = data.collect(client, cluster or settings.cluster, a, b)
+        collected = data.collect(client, name, a, b)
     finally:
         client.close()
     out.write_text(html.render(collected), encoding="utf-8")
-    typer.echo(f"wrote {out} ({cluster or settings.cluster}, {a:%Y-%m-%d %H:%M} – {b:%Y-%m-%d %H:%M} UTC)")
+    typer.echo(f"wrote {out} ({name}, {a:%Y-%m-%d %H:%M} – {b:%Y-%m-%d %H:%M} UTC)")
 
 
 def register(app: typer.Typer) -> None:

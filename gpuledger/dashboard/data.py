@@ -15,6 +15,7 @@ from clickhouse_connect.driver.client import Client
 
 from dagster_project.defs.exports.reports import with_scaled
 from gpuledger import reports
+from pipelines.clusters import parse_cluster
 from sql.idle_causes import IDLE_CAUSES
 from sql.values import plain
 
@@ -59,7 +60,7 @@ def collect(client: Client, cluster: str, start: datetime, end: datetime) -> dic
     p = {"start": start, "end": end, "cluster": cluster}
 
     def report(name: str, **kw: Any) -> list[dict[str, Any]]:  # the same layer as `gpuledger report` and the API
-        return reports.run(client, name, start=start, end=end, cluster=cluster, **kw).records
+        return reports.run(client, name, start=start, end=end, cluster=parse_cluster(cluster), **kw).records
 
     data: dict[str, Any] = {
         "cluster": cluster,

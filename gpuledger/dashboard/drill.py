@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from gpuledger import reports
+from pipelines.clusters import parse_cluster
 
 if TYPE_CHECKING:
     from clickhouse_connect.driver.client import Client
@@ -57,7 +58,13 @@ def rows(client: Client, view: View, start: datetime, end: datetime, business_un
         raise reports.BadRequest(f"by is one of {', '.join(BY_CHOICES)}, not {view.by!r}")
     dims = view.dims()
     result = reports.run(
-        client, "gpu-hours", by=dims, start=start, end=end, cluster=view.cluster, business_unit=business_unit
+        client,
+        "gpu-hours",
+        by=dims,
+        start=start,
+        end=end,
+        cluster=parse_cluster(view.cluster),
+        business_unit=business_unit,
     )
     out = []
     for record in result.records:

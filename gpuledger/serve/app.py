@@ -36,7 +36,8 @@ from gpuledger.serve.health import readiness
 from gpuledger.serve.metrics import PipelineCollector
 from gpuledger.serve.opencost import router as opencost_router
 from gpuledger.serve.tokens import Scope, Tokens
-from gpuledger.windows import BadWindow, month_of
+from gpuledger.unit_cost import MonthUnitCost, api_param, unit_cost_request
+from pipelines.clusters import parse_cluster
 from pipelines.settings import Settings
 from sql.client import get_client
 from sql.values import plain
@@ -138,7 +139,7 @@ def create_app(settings: Settings, tokens: Tokens, max_days: float = 400.0, stal
             start: Annotated[str | None, Query(alias="from")] = None,
             end: Annotated[str | None, Query(alias="to")] = None,
             window: str | None = None,
-            cluster: str = "",
+            cluster: str | None = None,
             limit: Annotated[int, Query(ge=1, le=100_000)] = 50,
             idle: str | None = None,
         ) -> list[dict[str, Any]]:
@@ -152,7 +153,7 @@ def create_app(settings: Settings, tokens: Tokens, max_days: float = 400.0, stal
                         by=by,
                         start=a,
                         end=b,
-                        cluster=cluster,
+                        cluster=parse_cluster(cluster),
                         limit=limit,
                         business_unit=who.business_unit,
                         idle=idle,
@@ -180,28 +181,27 @@ def create_app(settings: Settings, tokens: Tokens, max_days: float = 400.0, stal
         by: str | None = None,
         start: Annotated[str | None, Query(alias="from")] = None,
         end: Annotated[str | None, Query(alias="to")] = None,
-        cluster: str = "",
+        cluster: str | None = None,
     ) -> list[dict[str, Any]]:
         from dagster_project.defs.exports.reports import unit_cost_records
 
-        if unit is not None:
-            if period is not None:
-                if start is not None or end is not None or window is not None:
-                    raise reports.BadRequest("give period, window or from/to, not several")
-                window = _period(period, None)
-            a, b = reports.time_range(start, end, window, max_days=max_days)
+        asked = unit_cost_request(
+            period=period, window=window, unit=unit, by=by, start=start, end=end, cluster=cluster, spell=api_param
+        )
+        if not isinstance(asked, MonthUnitCost):
+            a, b = reports.time_range(asked.start, asked.end, asked.window, max_days=max_days)
             with warehouse() as client:
                 return _rows(
                     request,
                     reports.run(
                         client,
                         "unit-cost",
-                        by=by,
+                        by=asked.by,
                         start=a,
                         end=b,
-                        cluster=cluster,
+                        cluster=asked.cluster,
                         business_unit=who.business_unit,
-                        extra={"unit": unit},
+                        extra={"unit": asked.unit},
                     ).records,
                 )
         if who.business_unit is not None:  # a cluster's totals: every unit's cost in them
@@ -209,13 +209,16 @@ def create_app(settings: Settings, tokens: Tokens, max_days: float = 400.0, stal
                 f"the cluster unit cost holds every business unit's cost; a token for "
                 f"{who.business_unit} may ask for its own with unit="
             )
-        month = _period(period, window)
-        with warehouse() as client:
-            records = [{k: plain(v) for k, v in r.items()} for r in unit_cost_records(client, month, settings.cluster)]
-        return _rows(request, [r for r in records if not cluster or r.get("cluster") == cluster])
+        with warehouse() as client:  # settings.cluster: the price book of a cluster without its own
+            records = unit_cost_records(client, asked.month, settings.cluster)
+        return _rows(
+            request, [{k: plain(v) for k, v in r.items()} for r in records if asked.cluster.includes(r["cluster"])]
+        )
 
     @app.get("/api/v1/chargeback/{file}", summary="FOCUS 1.2 chargeback file of a month (YYYY-MM.csv|.parquet)")
-    def chargeback(request: Request, who: Scoped, file: str, business_unit: str | None = None) -> Response:
+    def chargeback(
+        request: Request, who: Scoped, file: str, business_unit: str | None = None, cluster: str | None = None
+    ) -> Response:
         import pyarrow.parquet as pq
 
         from dagster_project.defs.exports.reports import ExportRefused, export_chargeback
@@ -235,7 +238,8 @@ def create_app(settings: Settings, tokens: Tokens, max_days: float = 400.0, stal
                     Path(out),
                     "csv" if fmt == "csv" else "parquet",
                     business_unit,
-                    settings.cluster,
+                    settings.cluster,  # the price book of a cluster without its own
+                    cluster=parse_cluster(cluster),
                     record=False,
                 )
             except ExportRefused as exc:
@@ -254,13 +258,3 @@ def create_app(settings: Settings, tokens: Tokens, max_days: float = 400.0, stal
     app.include_router(opencost_router(request_scope, warehouse, max_days))
     app.state.started = time.time()
     return app
-
-
-def _period(period: str | None, window: str | None) -> str:
-    """A month from ``period=YYYY-MM`` or a window inside one month (last-month, month-to-date, 2026-11)."""
-    if period is not None and window is not None:
-        raise reports.BadRequest("give either period or window, not both")
-    try:
-        return month_of(period or window or "last-month")
-    except BadWindow as exc:
-        raise reports.BadRequest(str(exc)) from None

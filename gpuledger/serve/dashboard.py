@@ -20,6 +20,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from gpuledger import reports
 from gpuledger.dashboard.drill import DRILL, View, as_csv, rows
 from gpuledger.serve.session import SECURITY_HEADERS, identify
+from pipelines.clusters import parse_cluster
 from pipelines.settings import Settings
 from sql.client import get_client
 from sql.values import plain
@@ -59,7 +60,7 @@ def _resolve(request: Request, client: Client, scope: str | None, cluster: str |
     found = reports.run(client, "gpu-hours", by="cluster", start=since, end=datetime.now(UTC), business_unit=scope)
     clusters = sorted(str(r["key"]) for r in found.records if not str(r["key"]).startswith("__"))
     default = clusters[0] if clusters else request.app.state.settings.cluster
-    return Asked(View(cluster or default, window, by, filters), start, end, clusters)
+    return Asked(View(parse_cluster(cluster).name_or(default), window, by, filters), start, end, clusters)
 
 
 def _months(now: datetime) -> list[str]:

@@ -25,6 +25,7 @@ from fastapi.responses import JSONResponse
 from gpuledger import reports
 from gpuledger.serve import opencost_window as words
 from gpuledger.serve.tokens import Scope
+from pipelines.clusters import ClusterScope, parse_cluster
 from pipelines.times import utc_text
 
 MAX_SETS = 1000
@@ -147,7 +148,7 @@ def router(
         include_idle: Annotated[str | None, Query(alias="includeIdle")] = None,
         share_idle: Annotated[str | None, Query(alias="shareIdle")] = None,
         share_split: Annotated[str | None, Query(alias="shareSplit")] = None,
-        cluster: str = "",
+        cluster: str | None = None,
     ) -> JSONResponse:
         """Allocations per ``aggregate`` over ``window``, one set per ``step`` (OpenCost's API)."""
         try:
@@ -161,7 +162,7 @@ def router(
                 include_idle,
                 share_idle,
                 share_split,
-                cluster,
+                parse_cluster(cluster),
             )
         except reports.BadRequest as exc:
             return JSONResponse({"code": 400, "message": " ".join(str(exc).split())}, status_code=400)
@@ -180,7 +181,7 @@ def router(
         include_idle: str | None,
         share_idle: str | None,
         share_split: str | None,
-        cluster: str,
+        cluster: ClusterScope,
     ) -> list[dict[str, dict[str, Any]]]:
         start, end = words.window(window, datetime.now(UTC))
         if end - start > timedelta(days=max_days):

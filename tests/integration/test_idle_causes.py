@@ -11,6 +11,7 @@ import pytest
 from clickhouse_connect.driver.client import Client
 
 from gpuledger import reports
+from pipelines.clusters import ClusterScope
 from sql.idle_causes import IDLE_CAUSES
 from tests.integration.test_usage_hourly import insert_rows, write_facts
 
@@ -18,6 +19,7 @@ pytestmark = pytest.mark.integration
 
 T0 = datetime(2026, 11, 1, 0, 0, tzinfo=UTC)
 END = T0 + timedelta(hours=1)
+C = ClusterScope.one("c")
 RATE = 2.0  # per GPU-hour
 
 
@@ -197,7 +199,7 @@ def plant(client: Client) -> None:
 
 
 def causes(client: Client, by: str = "team") -> dict[str, dict[str, float]]:
-    result = reports.run(client, "idle-causes", by=by, start=T0, end=END, cluster="c")
+    result = reports.run(client, "idle-causes", by=by, start=T0, end=END, cluster=C)
     out: dict[str, dict[str, float]] = {}
     for r in result.records:
         out.setdefault(r[by] if by in r else r["key"], {})[r["cause"]] = r["idle_gpu_hours"] * 3600
@@ -277,8 +279,8 @@ def test_each_planted_cause_comes_out_as_planted(client: Client) -> None:
 def test_causes_sum_to_the_idle_of_gpu_hours_for_every_grouping(client: Client) -> None:
     plant(client)
     for by in ("team", "model", "job", "node", "business_unit", "team,model"):
-        split = reports.run(client, "idle-causes", by=by, start=T0 + timedelta(minutes=7), end=END, cluster="c")
-        hours = reports.run(client, "gpu-hours", by=by, start=T0 + timedelta(minutes=7), end=END, cluster="c")
+        split = reports.run(client, "idle-causes", by=by, start=T0 + timedelta(minutes=7), end=END, cluster=C)
+        hours = reports.run(client, "gpu-hours", by=by, start=T0 + timedelta(minutes=7), end=END, cluster=C)
         dims = by.split(",")
         idle: dict[tuple[str, ...], float] = {}
         unobserved: dict[tuple[str, ...], float] = {}
@@ -313,7 +315,7 @@ def test_a_business_unit_scope_sees_its_own_rows_only(client: Client) -> None:
             }
         ],
     )
-    scoped = reports.run(client, "idle-causes", by="team", start=T0, end=END, cluster="c", business_unit="research")
+    scoped = reports.run(client, "idle-causes", by="team", start=T0, end=END, cluster=C, business_unit="research")
     assert {r["key"] for r in scoped.records} == {"ta"}
     with pytest.raises(reports.OutOfScope):
-        reports.run(client, "idle-causes", by="node", start=T0, end=END, cluster="c", business_unit="research")
+        reports.run(client, "idle-causes", by="node", start=T0, end=END, cluster=C, business_unit="research")

@@ -6,7 +6,7 @@ warehouse); files are checked against the FOCUS rules before anything is written
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
@@ -26,6 +26,7 @@ from dagster_project.defs.exports.files import FileFormat
 from dagster_project.defs.exports.focus import FocusConfig, focus_rows
 from dagster_project.defs.exports.focus_rules import check_rows
 from dagster_project.defs.exports.focus_spec import HEADER
+from pipelines.clusters import EVERY_CLUSTER, ClusterScope
 from pipelines.cost_terms import TERMS
 
 UNIT_COST_COLUMNS = ("cluster", "currency", *TERMS, "total", "accepted_units", "unit_kind", "unit_cost")
@@ -73,10 +74,16 @@ def export_chargeback(
     default_cluster: str,
     cfg: FocusConfig | None = None,
     record: bool = True,
+    cluster: ClusterScope = EVERY_CLUSTER,
 ) -> ExportResult:
-    """The month's FOCUS files into ``out``; ``record`` notes the export (the read-only API does not)."""
+    """The month's FOCUS files into ``out``, of ``cluster``'s lines (every cluster's by default);
+    ``record`` notes the export (the read-only API does not; nor is one cluster's part recorded)."""
     cfg = cfg or FocusConfig()
     cb = load_chargeback(client, period, books_from_warehouse(client), SharePolicy(), default_cluster)
+    if cluster != EVERY_CLUSTER:
+        kept = [ln for ln in cb.lines if cluster.includes(str(ln["cluster"]))]
+        cb = replace(cb, lines=kept, currency={c: v for c, v in cb.currency.items() if cluster.includes(c)})
+        record = False
     known = [
         str(r["business_unit"]) for r in rows(client, "chargeback_business_units", {"start": cb.start, "end": cb.end})
     ]

@@ -32,7 +32,7 @@ from pipelines import events as ev
 from pipelines import wire
 from pipelines.gpu_models import model_key
 from pipelines.parsers.registry import parse_manifest_entry
-from pipelines.simulator.core import simulate
+from pipelines.simulator.simulate import simulate
 from streams.attribution.node_range import (
     SAMPLE_COLUMNS,
     NodeInputs,

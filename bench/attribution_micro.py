@@ -39,9 +39,9 @@ from streams.attribution.node_range import (
     NodeState,
     RangeResult,
     SampleColumns,
-    compute_range_full,
     compute_range_scalar,
 )
+from streams.attribution.ranges import compute_range_full
 from streams.attribution.step import CHUNK_S, LOOKBACK_S
 
 WINDOW_S = 60

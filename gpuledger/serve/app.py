@@ -182,7 +182,7 @@ def create_app(settings: Settings, tokens: Tokens, max_days: float = 400.0, stal
         end: Annotated[str | None, Query(alias="to")] = None,
         cluster: str = "",
     ) -> list[dict[str, Any]]:
-        from dagster_project.defs.exports.reports import unit_cost_records
+        from dagster_project.defs.exports.on_demand import unit_cost_records
 
         if unit is not None:
             if period is not None:
@@ -218,7 +218,7 @@ def create_app(settings: Settings, tokens: Tokens, max_days: float = 400.0, stal
     def chargeback(request: Request, who: Scoped, file: str, business_unit: str | None = None) -> Response:
         import pyarrow.parquet as pq
 
-        from dagster_project.defs.exports.reports import ExportRefused, export_chargeback
+        from dagster_project.defs.exports.on_demand import ExportRefused, export_chargeback
 
         if not re.match(PERIOD_FILE, file):
             raise reports.BadRequest(f"the file is YYYY-MM.csv or YYYY-MM.parquet, not {file!r}")

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from decimal import ROUND_FLOOR, ROUND_HALF_UP, Decimal
 
-from dagster_project.defs.costs.model import CostLine, merge_lines
+from dagster_project.defs.costs.allocation import CostLine, merge_lines
 
 CENT = Decimal("0.01")
 TERMS: tuple[str, ...] = ("compute", "network", "storage", "support", "operations", "idle", "retries")

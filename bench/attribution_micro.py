@@ -32,16 +32,16 @@ from pipelines import events as ev
 from pipelines import wire
 from pipelines.gpu_models import model_key
 from pipelines.parsers.registry import parse_manifest_entry
-from pipelines.simulator.core import simulate
+from pipelines.simulator.simulate import simulate
 from streams.attribution.node_range import (
     SAMPLE_COLUMNS,
     NodeInputs,
     NodeState,
     RangeResult,
     SampleColumns,
-    compute_range_full,
     compute_range_scalar,
 )
+from streams.attribution.ranges import compute_range_full
 from streams.attribution.step import CHUNK_S, LOOKBACK_S
 
 WINDOW_S = 60

@@ -3,7 +3,7 @@
     effective_cluster_unit_cost = (compute + network + storage + support + operations + idle + retries)
                                   / accepted workload units
 
-The Dagster cost assets (``dagster_project/defs/costs/monthly.py``), the unit-cost columns of the
+The Dagster cost assets (``dagster_project/defs/costs/month_cents.py``), the unit-cost columns of the
 exports and the CLI's breakdown all read :data:`TERMS` from here; it lives below every floor, so a
 CLI command can name the terms without loading Dagster.
 """

@@ -37,10 +37,10 @@ from pipelines.settings import Settings, get_settings
 from pipelines.topics import DATA_TOPICS, GPU_METRICS, node_key, physical_name
 from sql.errors import describe, is_schema_error, is_transient
 from streams.attribution.step import StepState, run_step
+from streams.attribution.warehouse import AttributionWarehouse
 from streams.ingest.rows import dead_letter_row
 from streams.ingest.sink import BatchResult, Message, write_batch, write_dead_letters
 from streams.progress import CONSUMER_GROUP
-from streams.store import Warehouse
 
 log = logging.getLogger("gpuledger.streams")
 
@@ -78,7 +78,7 @@ class _Lane:
 
     def __init__(self, name: str, settings: Settings) -> None:
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
-        self.warehouse = Warehouse(settings)
+        self.warehouse = AttributionWarehouse(settings)
 
     async def run(self, fn: Any, *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)

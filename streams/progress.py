@@ -25,7 +25,7 @@ from pipelines.settings import Settings
 from pipelines.topics import DATA_TOPICS, physical_name
 from sql import load_query
 from sql.client import get_client
-from streams.store import PendingNode
+from streams.attribution.warehouse import PendingNode
 
 CONSUMER_GROUP = "gpuledger-streams"
 COORDINATOR_STARTING = (CoordinatorNotAvailableError, CoordinatorLoadInProgressError, NotCoordinatorError)

@@ -25,8 +25,8 @@ from pipelines.errors import PipelineError
 from pipelines.settings import Settings
 from pipelines.topics import DATA_TOPICS, physical_name
 from sql.client import get_client
+from streams.attribution.warehouse import AttributionWarehouse
 from streams.progress import CONSUMER_GROUP, group_members
-from streams.store import Warehouse
 
 RAW_TABLES = (
     "gpu_samples",
@@ -75,7 +75,7 @@ def rebuild_facts(settings: Settings) -> int:
     from streams.ingest.sink import refresh_attempts
 
     truncate(settings, FACT_TABLES)
-    wh = Warehouse(settings)
+    wh = AttributionWarehouse(settings)
     try:
         jobs = wh.client.query(
             "SELECT DISTINCT cluster, job_id FROM raw_scheduler_allocations WHERE job_id != '' ORDER BY cluster, job_id"

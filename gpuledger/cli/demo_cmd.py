@@ -155,7 +155,7 @@ def _failures_and_queue(data: dict[str, Any]) -> None:
 def _unit_cost(data: dict[str, Any]) -> None:
     from rich.markup import escape
 
-    from dagster_project.defs.exports.reports import scaled_text
+    from dagster_project.defs.exports.on_demand import scaled_text
 
     terms = ("compute", "network", "storage", "support", "operations", "idle", "retries")
     for r in data["unit_cost"]:

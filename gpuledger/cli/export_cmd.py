@@ -3,7 +3,7 @@ effective unit cost, or with ``--unit`` the cost per unit of output per group: `
 
 Both read the month the Dagster assets materialized (``chargeback_monthly``,
 ``effective_cluster_unit_cost_monthly``); for a month they have not run for, the same numbers are
-computed on the spot with the same code (``dagster_project/defs/exports/reports.py``). That code is
+computed on the spot with the same code (``dagster_project/defs/exports/on_demand.py``). That code is
 imported when a command runs, so other commands do not pay for loading Dagster.
 """
 
@@ -59,7 +59,7 @@ def chargeback(
 ) -> None:
     """Write the month's chargeback as FOCUS 1.2 rows: one file with every row (business units and the
     platform's unshared remainder, reconciling to the period's total) and one per business unit."""
-    from dagster_project.defs.exports.reports import ExportRefused, export_chargeback
+    from dagster_project.defs.exports.on_demand import ExportRefused, export_chargeback
 
     month = _period(period, window)
     settings = get_settings()
@@ -112,7 +112,7 @@ def unit_cost(
     """The effective cluster unit cost of a month, with every term of
     (compute + network + storage + support + operations + idle + retries) / accepted workload units;
     with --unit, the cost per million units of an output (tokens, samples, requests) per group."""
-    from dagster_project.defs.exports.reports import (
+    from dagster_project.defs.exports.on_demand import (
         SCALED_COLUMNS,
         UNIT_COST_COLUMNS,
         scaled_text,

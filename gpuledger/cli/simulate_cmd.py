@@ -20,7 +20,7 @@ def simulate(
     scrape_interval: Annotated[int, typer.Option(min=1, help="seconds between dcgm scrapes")] = 30,
 ) -> None:
     """Write dcgm, Kubernetes, Slurm, storage, nccl, org and pricing files plus truth.json."""
-    from pipelines.simulator.core import simulate as run
+    from pipelines.simulator.simulate import simulate as run
 
     begin = None
     if start:

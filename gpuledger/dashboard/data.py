@@ -13,7 +13,7 @@ from typing import Any
 
 from clickhouse_connect.driver.client import Client
 
-from dagster_project.defs.exports.reports import with_scaled
+from dagster_project.defs.exports.on_demand import with_scaled
 from gpuledger import reports
 from pipelines.clusters import parse_cluster
 from sql.idle_causes import IDLE_CAUSES

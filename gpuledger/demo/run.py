@@ -81,7 +81,7 @@ def start_services(settings: Settings, cfg: DemoConfig, step: Step) -> list[str]
 
 
 def simulate(cfg: DemoConfig, sim_dir: Path, step: Step) -> dict[str, Any]:
-    from pipelines.simulator.core import simulate as run
+    from pipelines.simulator.simulate import simulate as run
 
     step(f"simulating {cfg.nodes} nodes × {cfg.hours:g} h (seed {cfg.seed})", None)
     result = run(cfg.nodes, cfg.hours, cfg.seed, sim_dir, cfg.start, cluster=cfg.cluster)
@@ -176,7 +176,7 @@ def materialize(settings: Settings, cfg: DemoConfig, step: Step) -> list[str]:
 
 def write_outputs(settings: Settings, cfg: DemoConfig, step: Step, note: str) -> tuple[dict[str, Any], list[Path]]:
     """Dashboard, SRE report and the FOCUS chargeback files (all rows and one per business unit)."""
-    from dagster_project.defs.exports.reports import export_chargeback
+    from dagster_project.defs.exports.on_demand import export_chargeback
     from gpuledger.dashboard import html, sre
     from gpuledger.dashboard.data import collect
     from sql.client import get_client

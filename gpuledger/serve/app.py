@@ -183,7 +183,7 @@ def create_app(settings: Settings, tokens: Tokens, max_days: float = 400.0, stal
         end: Annotated[str | None, Query(alias="to")] = None,
         cluster: str | None = None,
     ) -> list[dict[str, Any]]:
-        from dagster_project.defs.exports.reports import unit_cost_records
+        from dagster_project.defs.exports.on_demand import unit_cost_records
 
         asked = unit_cost_request(
             period=period, window=window, unit=unit, by=by, start=start, end=end, cluster=cluster, spell=api_param
@@ -221,7 +221,7 @@ def create_app(settings: Settings, tokens: Tokens, max_days: float = 400.0, stal
     ) -> Response:
         import pyarrow.parquet as pq
 
-        from dagster_project.defs.exports.reports import ExportRefused, export_chargeback
+        from dagster_project.defs.exports.on_demand import ExportRefused, export_chargeback
 
         if not re.match(PERIOD_FILE, file):
             raise reports.BadRequest(f"the file is YYYY-MM.csv or YYYY-MM.parquet, not {file!r}")

@@ -10,7 +10,7 @@ text format. ``python -m pipelines.simulator --help`` runs it from the shell.
 
 from __future__ import annotations
 
-from pipelines.simulator.core import SimulationResult, simulate
 from pipelines.simulator.exporter import ExporterHandle, serve_exporter
+from pipelines.simulator.simulate import SimulationResult, simulate
 
 __all__ = ["ExporterHandle", "SimulationResult", "serve_exporter", "simulate"]

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from pipelines.simulator.core import simulate
+from pipelines.simulator.simulate import simulate
 from pipelines.times import parse_iso
 
 

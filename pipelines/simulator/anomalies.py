@@ -28,8 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from pipelines.simulator.config import HOLD_INTERVALS, SimConfig
+from pipelines.simulator.dcgm_view import Metrics
 from pipelines.simulator.intervals import intersect, union
-from pipelines.simulator.metrics import Metrics
 from pipelines.simulator.model.cluster import Cluster
 from pipelines.simulator.model.jobs import SimState
 

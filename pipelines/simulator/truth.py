@@ -37,9 +37,9 @@ import numpy as np
 
 from pipelines.simulator.causes import CauseTruth
 from pipelines.simulator.config import HOLD_INTERVALS, UNIT, SimConfig
+from pipelines.simulator.dcgm_view import Metrics
 from pipelines.simulator.failures import scheduler_state
 from pipelines.simulator.intervals import Interval, StepIntegral, clip, intersect, measure, union
-from pipelines.simulator.metrics import Metrics
 from pipelines.simulator.model.cluster import Cluster, Gpu
 from pipelines.simulator.model.jobs import Attempt, SimState
 from pipelines.simulator.org import UNKNOWN_MODEL, OrgVersion, team_of

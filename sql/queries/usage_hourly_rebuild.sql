@@ -37,6 +37,7 @@ ASOF LEFT JOIN
     SELECT cluster AS r_cluster, namespace AS r_namespace, account AS r_account, team_label AS r_team_label,
            in_force_from, org_version, org_scope
     FROM owner_resolution
+    WHERE ({cluster:String} = '' OR cluster = {cluster:String})
 ) AS r ON r.r_cluster = f.cluster AND r.r_namespace = f.namespace AND r.r_account = f.account
       AND r.r_team_label = f.team_label AND f.window_start >= r.in_force_from
 GROUP BY f.cluster, hour, f.node, org_version, org_scope, f.gpu_model, f.kind, f.scheduler, f.job_id, f.logical_job,

@@ -1,6 +1,6 @@
 """What one attribution step reads for a group of nodes, and the rules applied on the way in.
 
-The warehouse (``streams.store.Warehouse``) only reads rows; here they become attribution inputs:
+The warehouse (``warehouse.AttributionWarehouse``) only reads rows; here they become attribution inputs:
 stored placement snapshots validated against today's contract (a rejected one names its node, which
 is then quarantined), an attempt without an end ended where a later attempt of its job started
 (``attempts.end_superseded``), and each node's samples from its own look-back on.
@@ -28,7 +28,7 @@ from pipelines.events import AllocationData, one_line
 from streams.attribution.attempts import end_superseded, next_starts
 from streams.attribution.core import HOLD_INTERVALS
 from streams.attribution.node_range import SAMPLE_COLUMNS, SampleColumns
-from streams.store import Warehouse
+from streams.attribution.warehouse import AttributionWarehouse
 
 LOOKBACK_S = 900.0  # the longest look-back: a node whose scrape interval is not known yet
 LOOKBACK_INTERVALS = 4 * HOLD_INTERVALS  # a held sample, and three counter gaps of at most the hold before it
@@ -86,7 +86,7 @@ def between(samples: SampleColumns | None, start: float, end: float) -> SampleCo
 
 
 def placements(
-    wh: Warehouse,
+    wh: AttributionWarehouse,
     cluster: str,
     nodes: Sequence[str],
     start: datetime,

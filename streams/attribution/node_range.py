@@ -1,8 +1,7 @@
 """Attribute a node over a range of windows from loaded samples and placements (pure).
 
-``compute_range`` is what the stream workers run for every node and every (re)computed range; it
-is a pure function of the raw rows, so any worker, after any crash, replaying in any order,
-writes the same facts.
+:func:`compute_range_scalar` is the reference: window by window through the pure core.
+``streams/attribution/ranges.py`` chooses it or the vectorised path for each range.
 """
 
 from __future__ import annotations
@@ -32,7 +31,6 @@ DEFAULT_INTERVAL_S = 30.0
 INVENTORY_HORIZON_S = 24 * 3600.0  # a GPU seen within this before a window is part of the node's capacity
 # below this many windows the scalar path is faster (the vectorised one has a fixed cost per range;
 # measured with bench/attribution_micro.py: even at 7 windows of 8 GPUs with a 900 s look-back)
-VECTOR_MIN_WINDOWS = 8
 
 
 @dataclass(frozen=True)
@@ -259,47 +257,6 @@ def _with_inventory(
 
 def _epoch(t: datetime | None) -> float | None:
     return t.timestamp() if t is not None else None
-
-
-def compute_range(
-    cluster: str,
-    node: str,
-    start: float,
-    end: float,
-    window_s: int,
-    samples: SampleColumns | Sequence[SampleRow],
-    placements: Sequence[AllocationData],
-    inputs: NodeInputs | None = None,
-) -> list[dict[str, Any]]:
-    """Fact rows (as warehouse dicts) for every window of [start, end) on ``node``."""
-    return compute_range_full(cluster, node, start, end, window_s, samples, placements, inputs).facts
-
-
-def compute_range_full(
-    cluster: str,
-    node: str,
-    start: float,
-    end: float,
-    window_s: int,
-    samples: SampleColumns | Sequence[SampleRow],
-    placements: Sequence[AllocationData],
-    inputs: NodeInputs | None = None,
-) -> RangeResult:
-    """Fact rows, and per window the node's physical GPUs and conflicts, for [start, end) on ``node``.
-
-    The vectorised path (``streams/attribution/vector.py``) computes the ranges of at least
-    ``VECTOR_MIN_WINDOWS`` windows it covers, all windows at once; the others take
-    :func:`compute_range_scalar`, the reference. Both give the same facts, bit for bit
-    (``tests/unit/test_attribution_vector.py``), so the choice is only one of speed."""
-    from streams.attribution.vector import compute_range_vector  # imports this module
-
-    inputs = inputs or NodeInputs()
-    cols = samples if isinstance(samples, SampleColumns) else SampleColumns.from_rows(samples)
-    if end - start >= VECTOR_MIN_WINDOWS * window_s:
-        result = compute_range_vector(cluster, node, start, end, window_s, cols, placements, inputs)
-        if result is not None:
-            return result
-    return compute_range_scalar(cluster, node, start, end, window_s, cols, placements, inputs)
 
 
 def compute_range_scalar(

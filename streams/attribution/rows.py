@@ -3,7 +3,7 @@
 Per node: its fact rows, one ``fact_windows`` row per window (the capacity the facts add up to,
 the node's physical GPUs, the GPU-seconds claimed beyond them), one ``attribution_conflicts`` row
 per GPU and window whose claims exceeded it, and the node's progress. Every row of one step carries
-one version (``streams.store.Warehouse.write_fact_batch`` inserts them, one insert per table).
+one version (``warehouse.AttributionWarehouse.write_fact_batch`` inserts them, one insert per table).
 """
 
 from __future__ import annotations

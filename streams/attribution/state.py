@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pipelines.settings import Settings
 from pipelines.times import floor_seconds
 from streams.attribution.inputs import StepMemory
-from streams.store import PendingNode
+from streams.attribution.warehouse import PendingNode
 
 IDLE_FLUSH_S = 2.0  # a node without new data this long is bounded input: its ended windows close
 RECHECK_S = 10.0  # the due nodes are read at least this often, whatever the worker's own sink wrote

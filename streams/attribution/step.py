@@ -32,10 +32,11 @@ from pipelines.settings import Settings
 from pipelines.times import floor_seconds, from_epoch
 from streams.attribution import inputs
 from streams.attribution.inputs import LOOKBACK_S, StepMemory, between
-from streams.attribution.node_range import INVENTORY_HORIZON_S, SampleColumns, compute_range_full
+from streams.attribution.node_range import INVENTORY_HORIZON_S, SampleColumns
+from streams.attribution.ranges import compute_range_full
 from streams.attribution.rows import NodeFacts
 from streams.attribution.state import IDLE_FLUSH_S, RECHECK_S, StepState, recheck_at
-from streams.store import PendingNode, Quarantine, Warehouse
+from streams.attribution.warehouse import AttributionWarehouse, PendingNode, Quarantine
 
 __all__ = [
     "IDLE_FLUSH_S",
@@ -146,7 +147,7 @@ def groups(todo: Sequence[Plan]) -> list[list[Plan]]:
 
 
 def run_step(
-    wh: Warehouse, settings: Settings, owns: Callable[[str, str], bool], state: StepState | None = None
+    wh: AttributionWarehouse, settings: Settings, owns: Callable[[str, str], bool], state: StepState | None = None
 ) -> StepReport:
     """Compute every due range of the owned nodes, a chunk of each node per round.
 
@@ -194,7 +195,7 @@ def _chunk(p: Plan) -> Plan:
 
 
 def _load_samples(
-    wh: Warehouse, cluster: str, group: list[Plan], memory: StepMemory
+    wh: AttributionWarehouse, cluster: str, group: list[Plan], memory: StepMemory
 ) -> tuple[dict[str, SampleColumns], dict[str, float]]:
     """Each node's samples from its own look-back to its range end, and that look-back; a node whose
     samples state a longer interval than its look-back assumed is read again with ``LOOKBACK_S``."""
@@ -213,7 +214,7 @@ def _load_samples(
 
 
 def _compute_group(
-    wh: Warehouse,
+    wh: AttributionWarehouse,
     settings: Settings,
     group: list[Plan],
     report: StepReport,

@@ -29,8 +29,9 @@ from streams.attribution.attempts import (
     latest,
     next_starts,
 )
+from streams.attribution.warehouse import AttributionWarehouse
 from streams.ingest.rows import Activity, Changed, Snapshot, allocation_change, dead_letter_row, rows_for
-from streams.store import Warehouse, now_seq
+from streams.store import now_seq
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,7 @@ def check_not_future(event: ev.Envelope, not_after: datetime) -> None:
 
 
 def write_batch(
-    wh: Warehouse, messages: Sequence[Message], publish_dead_letters: Callable[[list[ev.DeadLetter]], None]
+    wh: AttributionWarehouse, messages: Sequence[Message], publish_dead_letters: Callable[[list[ev.DeadLetter]], None]
 ) -> BatchResult:
     not_after = datetime.now(UTC) + timedelta(seconds=wh.settings.future_tolerance_seconds)
     events, dead = decode_batch(messages, not_after)
@@ -149,7 +150,7 @@ def _count(messages: Sequence[Message], events: Sequence[ev.Envelope], dead: Seq
         process_metrics.DEAD_LETTERED.labels(letter.topic, process_metrics.reason_class(letter.reason)).inc()
 
 
-def placement_changes(wh: Warehouse, events: Sequence[ev.Envelope]) -> Changed:
+def placement_changes(wh: AttributionWarehouse, events: Sequence[ev.Envelope]) -> Changed:
     """What each allocation event of a batch changes, against the snapshots stored before it
     (``allocation_change``): an end marks windows dirty from the end on, a repeat marks nothing."""
     jobs: dict[str, set[str]] = defaultdict(set)
@@ -178,7 +179,7 @@ def placement_changes(wh: Warehouse, events: Sequence[ev.Envelope]) -> Changed:
     return changed
 
 
-def write_dead_letters(wh: Warehouse, messages: Sequence[Message]) -> int:
+def write_dead_letters(wh: AttributionWarehouse, messages: Sequence[Message]) -> int:
     """Copy ``<topic>.dlq`` messages (from collectors and workers alike) into ``dead_letters``."""
     rows = []
     for m in messages:
@@ -205,7 +206,7 @@ def _touched_jobs(events: Sequence[ev.Envelope]) -> dict[str, set[str]]:
     return jobs
 
 
-def refresh_attempts(wh: Warehouse, cluster: str, job_ids: Sequence[str]) -> list[AttemptFact]:
+def refresh_attempts(wh: AttributionWarehouse, cluster: str, job_ids: Sequence[str]) -> list[AttemptFact]:
     """Recompute the attempt facts of ``job_ids`` from all their raw events and checkpoints."""
     rows, checkpoints = wh.attempt_inputs(cluster, job_ids)
     snapshots = []

@@ -20,8 +20,8 @@ from pipelines import events as ev
 from pipelines import wire
 from pipelines.settings import Settings
 from streams.attribution import step
+from streams.attribution.warehouse import AttributionWarehouse
 from streams.ingest.sink import Message, write_batch
-from streams.store import Warehouse
 
 pytestmark = pytest.mark.integration
 
@@ -31,9 +31,9 @@ H100 = "NVIDIA H100 80GB HBM3"
 
 
 @pytest.fixture
-def warehouse(isolated_settings: Settings) -> Iterator[Warehouse]:
+def warehouse(isolated_settings: Settings) -> Iterator[AttributionWarehouse]:
     apply_migrations(isolated_settings)
-    wh = Warehouse(isolated_settings)
+    wh = AttributionWarehouse(isolated_settings)
     yield wh
     wh.close()
 
@@ -86,25 +86,27 @@ def _alloc(job: str, attempt: int, node: str, start_min: int, end_min: int | Non
     )
 
 
-def _write(wh: Warehouse, events: list[ev.Envelope]) -> None:
+def _write(wh: AttributionWarehouse, events: list[ev.Envelope]) -> None:
     msgs = [Message("scheduler.allocations", 0, i, e.to_bytes()) for i, e in enumerate(events)]
     for i in range(0, len(msgs), 2000):
         write_batch(wh, msgs[i : i + 2000], publish_dead_letters=lambda letters: None)
 
 
-def _step(wh: Warehouse, settings: Settings) -> None:
+def _step(wh: AttributionWarehouse, settings: Settings) -> None:
     time.sleep(step.IDLE_FLUSH_S + 0.2)  # bounded input: the idle flush closes every window
     step.run_step(wh, settings, lambda cluster, node: True)
 
 
-def _facts(wh: Warehouse) -> list[tuple[Any, ...]]:
+def _facts(wh: AttributionWarehouse) -> list[tuple[Any, ...]]:
     rows = wh.client.query(
         "SELECT node, window_start, gpu_uuid, kind, job_id, attempt, gpu_seconds FROM current_facts"
     ).result_rows
     return [tuple(r) for r in rows]
 
 
-def test_capacity_is_the_physical_gpus_in_every_window(warehouse: Warehouse, isolated_settings: Settings) -> None:
+def test_capacity_is_the_physical_gpus_in_every_window(
+    warehouse: AttributionWarehouse, isolated_settings: Settings
+) -> None:
     fell = T0 + timedelta(minutes=30)
     events = [
         *_samples("n1", {"GPU-10": 0, "GPU-11": 1}, {"GPU-11": (fell, 79)}),
@@ -170,7 +172,7 @@ def test_capacity_is_the_physical_gpus_in_every_window(warehouse: Warehouse, iso
 
 
 def test_a_failure_with_a_fatal_xid_at_its_end_is_a_gpu_error(
-    warehouse: Warehouse, isolated_settings: Settings
+    warehouse: AttributionWarehouse, isolated_settings: Settings
 ) -> None:
     def failed(job: str, node: str, end_min: int) -> ev.Envelope:
         return _alloc(
@@ -238,7 +240,7 @@ def test_a_failure_with_a_fatal_xid_at_its_end_is_a_gpu_error(
 
 
 def test_conflicts_and_busy_without_an_owner_reach_the_reports(
-    warehouse: Warehouse, isolated_settings: Settings, monkeypatch: pytest.MonkeyPatch
+    warehouse: AttributionWarehouse, isolated_settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import json
 
@@ -288,7 +290,7 @@ def test_conflicts_and_busy_without_an_owner_reach_the_reports(
 
 
 def test_a_gpu_that_fell_off_between_its_groups_look_back_and_its_own_stays_unavailable(
-    warehouse: Warehouse, isolated_settings: Settings
+    warehouse: AttributionWarehouse, isolated_settings: Settings
 ) -> None:
     """A node computed in a group with a node far behind it: the group's look-back starts hours before
     the node's own. The fatal XID in between (the GPU then fell silent) is neither in the node's own

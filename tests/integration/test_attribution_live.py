@@ -14,34 +14,34 @@ from bench.load import CLUSTER, Load, encode
 from infra.services import apply_migrations
 from pipelines.settings import Settings
 from pipelines.times import from_epoch
-from streams.attribution import step
-from streams.attribution.node_range import compute_range
+from streams.attribution import inputs, step
+from streams.attribution.ranges import compute_range
+from streams.attribution.warehouse import AttributionWarehouse, PendingNode
 from streams.ingest.sink import Message, write_batch
-from streams.store import PendingNode, Warehouse
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-def warehouse(isolated_settings: Settings) -> Iterator[Warehouse]:
+def warehouse(isolated_settings: Settings) -> Iterator[AttributionWarehouse]:
     apply_migrations(isolated_settings)
-    wh = Warehouse(isolated_settings)
+    wh = AttributionWarehouse(isolated_settings)
     yield wh
     wh.close()
 
 
-def _ingest(wh: Warehouse, load: Load, first: int, rounds: int) -> None:
+def _ingest(wh: AttributionWarehouse, load: Load, first: int, rounds: int) -> None:
     batch = [Message(topic, 0, i, value) for i, (topic, _, value) in enumerate(encode(load, first, rounds))]
     write_batch(wh, batch, publish_dead_letters=lambda letters: None)
 
 
-def _step(wh: Warehouse, settings: Settings, state: step.StepState) -> step.StepReport:
+def _step(wh: AttributionWarehouse, settings: Settings, state: step.StepState) -> step.StepReport:
     time.sleep(step.IDLE_FLUSH_S + 0.2)
     return step.run_step(wh, settings, lambda cluster, node: True, state)
 
 
 def test_steps_write_each_window_once_with_the_facts_of_one_whole_range(
-    warehouse: Warehouse, isolated_settings: Settings
+    warehouse: AttributionWarehouse, isolated_settings: Settings
 ) -> None:
     start = datetime(2026, 11, 3, 8, tzinfo=UTC)
     load = Load(nodes=2, interval_s=10, start=start, alloc_period_s=300)  # a pod every 5 min
@@ -60,7 +60,7 @@ def test_steps_write_each_window_once_with_the_facts_of_one_whole_range(
     samples = warehouse.samples(
         CLUSTER, ["node-0001"], from_epoch(start.timestamp() - step.LOOKBACK_S), from_epoch(end)
     )
-    placements = warehouse.placements(CLUSTER, ["node-0001"], start, from_epoch(end))["node-0001"]
+    placements = inputs.placements(warehouse, CLUSTER, ["node-0001"], start, from_epoch(end))["node-0001"]
     alone = compute_range(CLUSTER, "node-0001", start.timestamp(), end, 60, samples["node-0001"], placements)
     rows = warehouse.client.query(
         "SELECT fact_id, gpu_seconds, busy_seconds, energy_joules FROM current_facts WHERE node = 'node-0001'"
@@ -72,7 +72,7 @@ def test_steps_write_each_window_once_with_the_facts_of_one_whole_range(
 
 
 def test_the_current_window_is_not_written_before_it_has_ended(
-    warehouse: Warehouse, isolated_settings: Settings
+    warehouse: AttributionWarehouse, isolated_settings: Settings
 ) -> None:
     now = time.time()
     if now % 60 > 50:  # keep the scrapes and the step within one wall-clock minute
@@ -92,7 +92,7 @@ def test_the_current_window_is_not_written_before_it_has_ended(
     assert step.run_step(warehouse, isolated_settings, lambda c, n: True, state).windows == 0
 
 
-class _Counting(Warehouse):
+class _Counting(AttributionWarehouse):
     """The real warehouse, counting how often the due nodes are read."""
 
     reads = 0

@@ -15,10 +15,10 @@ from infra.services import apply_migrations
 from pipelines.settings import Settings
 from pipelines.times import as_utc, from_epoch
 from sql import load_query
-from streams.attribution import step
-from streams.attribution.node_range import compute_range
+from streams.attribution import inputs, step
+from streams.attribution.ranges import compute_range
+from streams.attribution.warehouse import AttributionWarehouse
 from streams.ingest.sink import Message, write_batch
-from streams.store import Warehouse
 
 pytestmark = pytest.mark.integration
 
@@ -26,21 +26,21 @@ HOURS = 14  # many rounds of CHUNK_S (1 h)
 
 
 @pytest.fixture
-def warehouse(isolated_settings: Settings) -> Iterator[Warehouse]:
+def warehouse(isolated_settings: Settings) -> Iterator[AttributionWarehouse]:
     apply_migrations(isolated_settings)
-    wh = Warehouse(isolated_settings)
+    wh = AttributionWarehouse(isolated_settings)
     yield wh
     wh.close()
 
 
-def _ingest(wh: Warehouse, load: Load, rounds: int) -> None:
+def _ingest(wh: AttributionWarehouse, load: Load, rounds: int) -> None:
     batch = [Message(topic, 0, i, value) for i, (topic, _, value) in enumerate(encode(load, 0, rounds))]
     for i in range(0, len(batch), 2000):
         write_batch(wh, batch[i : i + 2000], publish_dead_letters=lambda letters: None)
 
 
 def test_one_step_attributes_every_node_in_chunks_like_one_node_at_a_time(
-    warehouse: Warehouse, isolated_settings: Settings
+    warehouse: AttributionWarehouse, isolated_settings: Settings
 ) -> None:
     load = Load(nodes=3, interval_s=60)
     rounds = load.rounds_for(HOURS)
@@ -64,7 +64,9 @@ def test_one_step_attributes_every_node_in_chunks_like_one_node_at_a_time(
     samples = warehouse.samples(
         CLUSTER, ["node-0001"], from_epoch(start - step.LOOKBACK_S), from_epoch(start + HOURS * 3600)
     )["node-0001"]
-    placements = warehouse.placements(CLUSTER, ["node-0001"], from_epoch(start), from_epoch(start + HOURS * 3600))
+    placements = inputs.placements(
+        warehouse, CLUSTER, ["node-0001"], from_epoch(start), from_epoch(start + HOURS * 3600)
+    )
     alone = compute_range(CLUSTER, "node-0001", start, start + HOURS * 3600, 60, samples, placements["node-0001"])
     stepped = {(r[2], r[4], r[5]) for r in rows if r[0] == "node-0001"}
     mine = {(f["fact_id"], f["gpu_seconds"], f["busy_seconds"]) for f in alone}
@@ -79,7 +81,7 @@ def test_one_step_attributes_every_node_in_chunks_like_one_node_at_a_time(
 
 
 def test_a_redelivered_sample_recomputes_its_node_from_its_time(
-    warehouse: Warehouse, isolated_settings: Settings
+    warehouse: AttributionWarehouse, isolated_settings: Settings
 ) -> None:
     load = Load(nodes=2, interval_s=60)
     _ingest(warehouse, load, 120)
@@ -93,7 +95,7 @@ def test_a_redelivered_sample_recomputes_its_node_from_its_time(
     assert report.windows == 120  # recomputed from the dirty time (its first sample) to the end
 
 
-def test_due_nodes_read_only_the_activity_after_progress(warehouse: Warehouse) -> None:
+def test_due_nodes_read_only_the_activity_after_progress(warehouse: AttributionWarehouse) -> None:
     """A long-running deployment: 100,000 processed activity rows of a node stay unread."""
     t = datetime(2026, 11, 1, tzinfo=UTC)
     processed = 100_000

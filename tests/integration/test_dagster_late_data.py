@@ -11,7 +11,7 @@ import pytest
 
 from dagster_project.definitions import defs
 from dagster_project.defs.common.resources import ClickHouseResource, PricingResource
-from dagster_project.defs.exports.reports import ExportResult, export_chargeback
+from dagster_project.defs.exports.on_demand import ExportResult, export_chargeback
 from dagster_project.defs.late_data.sensors import late_data_sensor
 from pipelines.settings import Settings
 from sql.client import get_client

@@ -13,8 +13,8 @@ from pipelines import events as ev
 from pipelines import wire
 from pipelines.gpu_columns import from_v1
 from pipelines.settings import Settings
+from streams.attribution.warehouse import AttributionWarehouse
 from streams.ingest.sink import Message, write_batch
-from streams.store import Warehouse
 from tests.conftest import Endpoints, fresh_settings
 from tests.unit.test_gpu_columns import v1_message
 
@@ -24,19 +24,23 @@ ACTIVITY = "SELECT cluster, node, min_time, max_time, allocations FROM node_acti
 
 
 @pytest.fixture
-def two(endpoints: Endpoints, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Warehouse, Warehouse]]:
+def two(
+    endpoints: Endpoints, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[AttributionWarehouse, AttributionWarehouse]]:
     houses = []
     for _ in range(2):
         settings: Settings = fresh_settings(endpoints, tmp_path_factory)
         apply_migrations(settings)
-        houses.append(Warehouse(settings))
+        houses.append(AttributionWarehouse(settings))
     yield houses[0], houses[1]
     for wh in houses:
         wh.client.command(f"DROP DATABASE IF EXISTS {wh.settings.clickhouse_database}")
         wh.close()
 
 
-def test_v1_and_v2_of_the_same_scrapes_store_the_same_rows(two: tuple[Warehouse, Warehouse]) -> None:
+def test_v1_and_v2_of_the_same_scrapes_store_the_same_rows(
+    two: tuple[AttributionWarehouse, AttributionWarehouse],
+) -> None:
     v1 = [orjson.dumps(v1_message(node=f"gpu{n:03d}")) for n in range(3)]
     v2 = [from_v1(wire.decode(raw)).to_bytes() for raw in v1]  # type: ignore[arg-type]
     assert all(orjson.loads(raw)["schema_version"] == 2 for raw in v2)
@@ -53,7 +57,9 @@ def test_v1_and_v2_of_the_same_scrapes_store_the_same_rows(two: tuple[Warehouse,
     assert busy[7] == "H100" and busy[9] == pytest.approx(0.4) and busy[16] == "ml" and busy[17] == "train-0"
 
 
-def test_a_bad_array_is_a_dead_letter_and_the_good_scrapes_are_stored(two: tuple[Warehouse, Warehouse]) -> None:
+def test_a_bad_array_is_a_dead_letter_and_the_good_scrapes_are_stored(
+    two: tuple[AttributionWarehouse, AttributionWarehouse],
+) -> None:
     wh = two[0]
     good = from_v1(wire.decode(orjson.dumps(v1_message()))).to_bytes()  # type: ignore[arg-type]
     bad = orjson.loads(good)

@@ -11,7 +11,7 @@ import pytest
 
 from pipelines import events as ev
 from pipelines.settings import Settings
-from streams.store import Warehouse
+from streams.attribution.warehouse import AttributionWarehouse
 from tests.integration.test_attribution_inventory import T0, _env, _facts, _samples, _step, _write, warehouse
 
 pytestmark = pytest.mark.integration
@@ -41,7 +41,7 @@ def _node(minute: int, replicas: int, sharing: str) -> ev.Envelope:
     return _env("node.state", T0 + timedelta(minutes=minute), data, "kubernetes", "ts1", minute)
 
 
-def test_ten_replicas_then_mps_with_two(warehouse: Warehouse, isolated_settings: Settings) -> None:
+def test_ten_replicas_then_mps_with_two(warehouse: AttributionWarehouse, isolated_settings: Settings) -> None:
     """Labelled ``nvidia.com/gpu.replicas: "10"`` for the first hour, then MPS with 2: ten pods hold 0.1 GPU
     each, then two hold 0.5 each; the GPU's capacity is one GPU throughout, and each attempt record
     holds what its facts hold."""

@@ -13,7 +13,8 @@ from infra.services import apply_migrations
 from pipelines.settings import Settings
 from sql import load_query
 from sql.client import get_client
-from streams.store import NodeFacts, Warehouse
+from streams.attribution.rows import NodeFacts
+from streams.attribution.warehouse import AttributionWarehouse
 
 pytestmark = pytest.mark.integration
 
@@ -63,7 +64,7 @@ def mapping(effective: datetime, kind: str, key: str, value: str) -> dict[str, A
     }
 
 
-def write(wh: Warehouse, windows: list[datetime], facts: list[dict[str, Any]]) -> None:
+def write(wh: AttributionWarehouse, windows: list[datetime], facts: list[dict[str, Any]]) -> None:
     """One facts write of node n1, as the attribution step makes it."""
     wh.write_fact_batch([NodeFacts("c", "n1", windows, facts, T0, 0)])
 
@@ -71,7 +72,7 @@ def write(wh: Warehouse, windows: list[datetime], facts: list[dict[str, Any]]) -
 @pytest.fixture
 def wh(isolated_settings: Settings):
     apply_migrations(isolated_settings)
-    w = Warehouse(isolated_settings)
+    w = AttributionWarehouse(isolated_settings)
     yield w
     w.close()
 
@@ -87,7 +88,9 @@ def report(settings: Settings, by: str) -> dict[str, float]:
     return {r[0]: round(r[1] * 3600, 6) for r in rows}
 
 
-def test_team_and_business_unit_resolution_with_effective_dating(wh: Warehouse, isolated_settings: Settings) -> None:
+def test_team_and_business_unit_resolution_with_effective_dating(
+    wh: AttributionWarehouse, isolated_settings: Settings
+) -> None:
     for window in range(4):
         facts = [
             fact(window, "labelled", 60, namespace="ns-a", team_label="vision"),  # label beats mapping
@@ -121,7 +124,7 @@ def test_team_and_business_unit_resolution_with_effective_dating(wh: Warehouse, 
     }
 
 
-def test_a_window_written_again_replaces_its_facts_whole(wh: Warehouse, isolated_settings: Settings) -> None:
+def test_a_window_written_again_replaces_its_facts_whole(wh: AttributionWarehouse, isolated_settings: Settings) -> None:
     window = T0 + timedelta(minutes=5)
     write(wh, [window], [fact(5, "first", 60, team_label="a")])
     assert report(isolated_settings, "team") == {"a": 60.0}

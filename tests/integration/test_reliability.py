@@ -27,11 +27,12 @@ from pipelines.settings import Settings
 from pipelines.topics import GPU_METRICS, physical_name
 from streams import replay
 from streams.attribution import step
+from streams.attribution.warehouse import AttributionWarehouse
 from streams.dlq import replay_dead_letters
 from streams.ingest.rows import dead_letter_row
 from streams.ingest.sink import Message, write_batch
 from streams.progress import current_lag
-from streams.store import Warehouse, now_seq
+from streams.store import now_seq
 
 pytestmark = pytest.mark.integration
 
@@ -44,14 +45,14 @@ FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "dcgm" / "k8s_mappe
 
 
 @pytest.fixture
-def warehouse(isolated_settings: Settings) -> Iterator[Warehouse]:
+def warehouse(isolated_settings: Settings) -> Iterator[AttributionWarehouse]:
     apply_migrations(isolated_settings)
-    wh = Warehouse(isolated_settings)
+    wh = AttributionWarehouse(isolated_settings)
     yield wh
     wh.close()
 
 
-def _ingest(wh: Warehouse, load: Load, first: int, rounds: int) -> list[ev.DeadLetter]:
+def _ingest(wh: AttributionWarehouse, load: Load, first: int, rounds: int) -> list[ev.DeadLetter]:
     dead: list[ev.DeadLetter] = []
     batch = [Message(topic, 0, i, value) for i, (topic, _, value) in enumerate(encode(load, first, rounds))]
     for i in range(0, len(batch), 2000):
@@ -59,12 +60,12 @@ def _ingest(wh: Warehouse, load: Load, first: int, rounds: int) -> list[ev.DeadL
     return dead
 
 
-def _windows(wh: Warehouse) -> dict[str, int]:
+def _windows(wh: AttributionWarehouse) -> dict[str, int]:
     rows = wh.client.query("SELECT node, uniqExact(window_start) FROM current_facts GROUP BY node").result_rows
     return {str(n): int(c) for n, c in rows}
 
 
-def _poison(wh: Warehouse, node: str, profile: str, at: datetime) -> None:
+def _poison(wh: AttributionWarehouse, node: str, profile: str, at: datetime) -> None:
     """A stored allocation on ``node`` that today's contract rejects (as an older version wrote it)."""
     payload = ev.AllocationData(
         scheduler="kubernetes",
@@ -103,7 +104,7 @@ def _poison(wh: Warehouse, node: str, profile: str, at: datetime) -> None:
 
 
 def test_one_nodes_poisoned_allocation_quarantines_that_node_and_the_others_stay_current(
-    warehouse: Warehouse, isolated_settings: Settings
+    warehouse: AttributionWarehouse, isolated_settings: Settings
 ) -> None:
     load = Load(nodes=3, interval_s=60)
     owns = lambda cluster, node: True  # noqa: E731
@@ -161,7 +162,7 @@ def test_one_nodes_poisoned_allocation_quarantines_that_node_and_the_others_stay
 
 
 def test_an_event_from_the_future_is_a_dead_letter_and_closes_no_window(
-    warehouse: Warehouse, isolated_settings: Settings
+    warehouse: AttributionWarehouse, isolated_settings: Settings
 ) -> None:
     now = datetime.now(UTC).replace(second=0, microsecond=0)
     load = Load(nodes=1, interval_s=60, start=now - timedelta(minutes=30))
@@ -184,7 +185,7 @@ def _publish(settings: Settings, load: Load, rounds: int) -> None:
 
 
 def test_a_replay_from_kafka_after_retention_moved_the_start_is_refused_and_changes_nothing(
-    warehouse: Warehouse, isolated_settings: Settings
+    warehouse: AttributionWarehouse, isolated_settings: Settings
 ) -> None:
     ensure_topics(isolated_settings)
     load = Load(nodes=2, interval_s=60)
@@ -250,7 +251,7 @@ def test_ingest_wait_without_a_worker_fails_fast_naming_the_cause(isolated_setti
 
 
 def test_dlq_replay_re_drives_the_letters_that_are_valid_now_once(
-    warehouse: Warehouse, isolated_settings: Settings
+    warehouse: AttributionWarehouse, isolated_settings: Settings
 ) -> None:
     ensure_topics(isolated_settings)
     now = datetime.now(UTC)
@@ -327,7 +328,7 @@ def _allocation(event_id: str, state: str, at: datetime, start: datetime, end: d
 
 
 def test_the_end_of_a_seven_day_job_recomputes_only_the_windows_after_it(
-    warehouse: Warehouse, isolated_settings: Settings
+    warehouse: AttributionWarehouse, isolated_settings: Settings
 ) -> None:
     load = Load(nodes=1, interval_s=300, alloc_period_s=10**9)  # samples only; the job comes below
     days = 7

@@ -9,9 +9,10 @@ from datetime import UTC, datetime
 from pipelines import events as ev
 from pipelines.settings import Settings
 from streams.attribution.inputs import LOOKBACK_INTERVALS, LOOKBACK_S, StepMemory, between, enough
-from streams.attribution.node_range import SampleColumns, SampleRow, compute_range_full
+from streams.attribution.node_range import SampleColumns, SampleRow
+from streams.attribution.ranges import compute_range_full
 from streams.attribution.step import IDLE_FLUSH_S, RECHECK_S, StepState, plan, recheck_at
-from streams.store import PendingNode
+from streams.attribution.warehouse import PendingNode
 
 W = 60
 NOW0 = 60 * 29_000_000.0  # minute-aligned

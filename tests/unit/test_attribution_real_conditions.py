@@ -14,14 +14,8 @@ import pytest
 
 from pipelines import events as ev
 from streams.attribution.attempts import SUPERSEDED
-from streams.attribution.node_range import (
-    InventoryGpu,
-    NodeInputs,
-    NodeState,
-    SampleRow,
-    compute_range,
-    compute_range_full,
-)
+from streams.attribution.node_range import InventoryGpu, NodeInputs, NodeState, SampleRow
+from streams.attribution.ranges import compute_range, compute_range_full
 from streams.ingest.sink import attempts_from_snapshots
 
 T0 = datetime(2026, 11, 2, 10, 0, tzinfo=UTC)

@@ -11,7 +11,8 @@ from pipelines import events as ev
 from pipelines import wire
 from pipelines.settings import Settings
 from streams.attribution.attempts import Checkpoint, attempt_fact
-from streams.attribution.node_range import SampleRow, compute_range, fact_id
+from streams.attribution.node_range import SampleRow, fact_id
+from streams.attribution.ranges import compute_range
 from streams.attribution.resolve import SlotMeta, model_of, to_placement
 from streams.attribution.step import CHUNK_S, MAX_NODES_PER_QUERY, NODE_SECONDS_PER_QUERY, Plan, groups, plan
 from streams.ingest.rows import as_rows, rows_for

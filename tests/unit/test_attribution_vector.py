@@ -29,9 +29,9 @@ from streams.attribution.node_range import (
     NodeState,
     SampleColumns,
     SampleRow,
-    compute_range_full,
     compute_range_scalar,
 )
+from streams.attribution.ranges import compute_range_full
 from streams.attribution.vector import compute_range_vector
 
 T0 = datetime(2026, 11, 2, 10, 0, tzinfo=UTC).timestamp()

@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from dagster_project.defs.capacity.model import PoolMonth, plan
-from dagster_project.defs.fabric.model import Run, flagged_nodes, health
+from dagster_project.defs.capacity.sizing import PoolMonth, plan
+from dagster_project.defs.fabric.baselines import Run, flagged_nodes, health
 
 H = 3600.0
 T = datetime(2026, 3, 10, tzinfo=UTC)

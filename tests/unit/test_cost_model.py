@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from dagster_project.defs.costs.model import PLATFORM, SharePolicy, UsageSegment, allocate_day, gpu_cost
+from dagster_project.defs.costs.allocation import PLATFORM, SharePolicy, UsageSegment, allocate_day, gpu_cost
 from dagster_project.defs.costs.price_books import book_for, books_from_file
 from dagster_project.defs.costs.pricing import PriceBook, PricingError, RateVersion, SharedVersion
 from pipelines.times import EPOCH

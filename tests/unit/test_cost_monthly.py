@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dagster_project.defs.costs.model import PLATFORM, CostLine, SharePolicy, UsageSegment, allocate_day
-from dagster_project.defs.costs.monthly import (
+from dagster_project.defs.costs.allocation import PLATFORM, CostLine, SharePolicy, UsageSegment, allocate_day
+from dagster_project.defs.costs.month_cents import (
     ConservationError,
     largest_remainder,
     month_lines,

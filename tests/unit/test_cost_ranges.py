@@ -10,7 +10,7 @@ from decimal import Decimal
 
 import pytest
 
-from dagster_project.defs.costs.model import PLATFORM, SharePolicy, UsageSegment, allocate_day
+from dagster_project.defs.costs.allocation import PLATFORM, SharePolicy, UsageSegment, allocate_day
 from dagster_project.defs.costs.ranges import IDLE_ROW, PLATFORM_ROW, day_parts, owner_dimensions, row_key
 from tests.unit.test_cost_model import MAR16, A, B, alloc, book, by, day, free
 

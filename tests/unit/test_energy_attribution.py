@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from pipelines import events as ev
-from streams.attribution.node_range import SampleRow, compute_range
+from streams.attribution.node_range import SampleRow
+from streams.attribution.ranges import compute_range
 
 T0 = datetime(2026, 11, 2, 10, 0, tzinfo=UTC)
 t0 = T0.timestamp()

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from dagster_project.defs.costs.model import PLATFORM
+from dagster_project.defs.costs.allocation import PLATFORM
 from dagster_project.defs.exports.export import Chargeback, write_files
 from dagster_project.defs.exports.files import read
 from dagster_project.defs.exports.focus import FocusConfig, dec, focus_row, focus_rows

@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 from pipelines import events as ev
 from streams.attribution.attempts import attempt_fact
-from streams.attribution.node_range import NodeInputs, NodeState, SampleRow, compute_range_full
+from streams.attribution.node_range import NodeInputs, NodeState, SampleRow
+from streams.attribution.ranges import compute_range_full
 
 T0 = datetime(2026, 12, 4, 10, 0, tzinfo=UTC)
 W0 = T0.timestamp()

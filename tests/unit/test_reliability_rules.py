@@ -12,9 +12,9 @@ from pipelines import events as ev
 from pipelines.settings import Settings
 from sql.errors import describe, is_schema_error, is_transient
 from streams.attribution.step import QUARANTINE_RETRY_S, plans
+from streams.attribution.warehouse import Quarantine
 from streams.ingest.rows import allocation_change
 from streams.ingest.sink import Message, decode_batch
-from streams.store import Quarantine
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipelines.simulator import simulate
-from pipelines.simulator.core import SimulationResult
+from pipelines.simulator.simulate import SimulationResult
 
 # sha256 over (relative path, bytes) of every file, as the simulator wrote them before the switch existed
 BEFORE = {

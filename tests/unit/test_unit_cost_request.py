@@ -9,7 +9,7 @@ import pytest
 from starlette.requests import Request
 from typer.testing import CliRunner
 
-from dagster_project.defs.exports import reports as export_reports
+from dagster_project.defs.exports import on_demand as export_reports
 from gpuledger import reports
 from gpuledger.cli import export_cmd
 from gpuledger.cli.main import app as cli_app

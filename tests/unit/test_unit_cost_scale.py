@@ -8,8 +8,8 @@ from decimal import Decimal
 
 import pytest
 
+from dagster_project.defs.costs.month_cents import scaled_unit_cost
 from dagster_project.defs.costs.month_rollup import output_units
-from dagster_project.defs.costs.monthly import scaled_unit_cost
 from gpuledger.dashboard import charts
 
 

@@ -8,9 +8,9 @@ from dataclasses import astuple
 import dagster as dg
 from dagster import AssetExecutionContext
 
-from dagster_project.defs.capacity.model import PoolMonth, plan
 from dagster_project.defs.capacity.partitions import month_partition_bounds, monthly_partitions
 from dagster_project.defs.capacity.resources import CapacityResource, ClickHouseResource
+from dagster_project.defs.capacity.sizing import PoolMonth, plan
 from dagster_project.defs.common.warehouse import replace_rows, rows
 from dagster_project.defs.usage.assets import gpu_usage_daily
 from dagster_project.defs.waste.assets import failure_waste_daily

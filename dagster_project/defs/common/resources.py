@@ -64,7 +64,7 @@ class PricingResource(dg.ConfigurableResource):
     """Prices (from the warehouse's pricing events, or a ``pricing.yaml``) and the cost policy.
 
     ``*_basis``: how each monthly shared cost is divided, ``gpu_hours`` | ``bytes_moved`` |
-    ``platform`` (see ``defs/costs/model.py``). ``accepted_units``: ``auto`` (output events when
+    ``platform`` (see ``defs/costs/allocation.py``). ``accepted_units``: ``auto`` (output events when
     any were reported for the month, else successful runs) | ``successful_runs`` | ``output_events``.
     """
 

@@ -7,7 +7,7 @@ import dagster as dg
 from dagster import AssetExecutionContext
 
 from dagster_project.defs.common.warehouse import replace_rows
-from dagster_project.defs.costs.compute import COST_COLUMNS, cost_day, cost_rows
+from dagster_project.defs.costs.day_lines import COST_COLUMNS, cost_day, cost_rows
 from dagster_project.defs.costs.month_rollup import UNIT_COLUMNS, accepted_units, month_from_daily, unit_cost_rows
 from dagster_project.defs.costs.partitions import (
     daily_freshness,

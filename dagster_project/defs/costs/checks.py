@@ -10,9 +10,9 @@ import dagster as dg
 from dagster import AssetCheckExecutionContext
 
 from dagster_project.defs.common.warehouse import rows
+from dagster_project.defs.costs.allocation import GPU_HOURS
 from dagster_project.defs.costs.assets import cost_allocation_daily
-from dagster_project.defs.costs.compute import shared_total
-from dagster_project.defs.costs.model import GPU_HOURS
+from dagster_project.defs.costs.day_lines import shared_total
 from dagster_project.defs.costs.partitions import day_partition_bounds
 from dagster_project.defs.costs.price_books import book_for
 from dagster_project.defs.costs.resources import ClickHouseResource, PricingResource, default_cluster, price_books

@@ -1,5 +1,5 @@
 """The vocabulary of the cost model: owners, usage segments, cost lines, and the money helpers
-(rates to cost, pro-rata shares, merging lines). Pure; ``model.py`` allocates with them."""
+(rates to cost, pro-rata shares, merging lines). Pure; ``allocation.py`` allocates with them."""
 
 from __future__ import annotations
 

@@ -10,8 +10,8 @@ from typing import Any
 from clickhouse_connect.driver.client import Client
 
 from dagster_project.defs.common.warehouse import rows
-from dagster_project.defs.costs.compute import line_from_row
-from dagster_project.defs.costs.monthly import ChargeLine, UnitCost, month_lines, term_totals, unit_cost
+from dagster_project.defs.costs.day_lines import line_from_row
+from dagster_project.defs.costs.month_cents import ChargeLine, UnitCost, month_lines, term_totals, unit_cost
 
 UNIT_COLUMNS = (
     "month",

@@ -25,9 +25,9 @@ from typing import Any
 
 from clickhouse_connect.driver.client import Client
 
-from dagster_project.defs.costs.compute import OWNER_DIMENSIONS, fetch_day_segments, fetch_day_storage
-from dagster_project.defs.costs.model import PLATFORM, CostLine, IdleShare, SharePolicy, allocate_day
-from dagster_project.defs.costs.monthly import ChargeLine, month_lines
+from dagster_project.defs.costs.allocation import PLATFORM, CostLine, IdleShare, SharePolicy, allocate_day
+from dagster_project.defs.costs.day_lines import OWNER_DIMENSIONS, fetch_day_segments, fetch_day_storage
+from dagster_project.defs.costs.month_cents import ChargeLine, month_lines
 from dagster_project.defs.costs.price_books import book_for, books_from_warehouse
 from pipelines.times import floor_day
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from clickhouse_connect.driver.client import Client
 
 from dagster_project.defs.common.resources import ClickHouseResource, PricingResource
-from dagster_project.defs.costs.model import SharePolicy
+from dagster_project.defs.costs.allocation import SharePolicy
 from dagster_project.defs.costs.price_books import books_from_file, books_from_warehouse
 from dagster_project.defs.costs.pricing import PriceBook, PricingError
 from pipelines.settings import Settings

@@ -11,12 +11,12 @@ from dagster import AssetExecutionContext
 
 from dagster_project.defs.common.warehouse import replace_rows
 from dagster_project.defs.costs.assets import cost_allocation_daily
+from dagster_project.defs.costs.month_cents import term_totals
 from dagster_project.defs.costs.month_rollup import CHARGEBACK_COLUMNS, chargeback_rows, month_from_daily
-from dagster_project.defs.costs.monthly import term_totals
 from dagster_project.defs.costs.resources import default_cluster, price_books, share_policy
 from dagster_project.defs.exports.export import load_chargeback, write_files
+from dagster_project.defs.exports.on_demand import record_export
 from dagster_project.defs.exports.partitions import month_partition_bounds, monthly_partitions
-from dagster_project.defs.exports.reports import record_export
 from dagster_project.defs.exports.resources import (
     ClickHouseResource,
     ExportResource,

@@ -10,7 +10,7 @@ import dagster as dg
 from dagster import AssetCheckExecutionContext
 
 from dagster_project.defs.common.warehouse import rows
-from dagster_project.defs.costs.monthly import to_cents
+from dagster_project.defs.costs.month_cents import to_cents
 from dagster_project.defs.exports.assets import chargeback_monthly
 from dagster_project.defs.exports.focus import focus_rows
 from dagster_project.defs.exports.focus_rules import check_rows

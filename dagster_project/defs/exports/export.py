@@ -16,10 +16,10 @@ from clickhouse_connect.driver.client import Client
 
 from dagster_project.defs.common.partitions import month_partition_bounds
 from dagster_project.defs.common.warehouse import rows
-from dagster_project.defs.costs.compute import cost_day
-from dagster_project.defs.costs.model import PLATFORM, SharePolicy
+from dagster_project.defs.costs.allocation import PLATFORM, SharePolicy
+from dagster_project.defs.costs.day_lines import cost_day
+from dagster_project.defs.costs.month_cents import month_lines
 from dagster_project.defs.costs.month_rollup import Month, month_from_daily
-from dagster_project.defs.costs.monthly import month_lines
 from dagster_project.defs.costs.pricing import PriceBook
 from dagster_project.defs.exports.files import FileFormat, file_name, write
 from dagster_project.defs.exports.focus import FocusConfig, focus_rows

@@ -18,7 +18,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from dagster_project.defs.costs.model import GPU_HOURS, PLATFORM
+from dagster_project.defs.costs.allocation import GPU_HOURS, PLATFORM
 from dagster_project.defs.exports.focus_spec import HEADER, TAG_PREFIX
 from pipelines.times import utc_text  # FOCUS Date/Time: YYYY-MM-DDTHH:mm:ssZ
 

@@ -10,7 +10,7 @@ import dagster as dg
 from dagster import AssetExecutionContext
 
 from dagster_project.defs.common.warehouse import replace_rows, rows
-from dagster_project.defs.fabric.model import Run, flagged_nodes, health
+from dagster_project.defs.fabric.baselines import Run, flagged_nodes, health
 from dagster_project.defs.fabric.partitions import daily_freshness, daily_partitions, day_partition_bounds
 from dagster_project.defs.fabric.resources import ClickHouseResource, FabricConfig
 from pipelines.times import as_utc

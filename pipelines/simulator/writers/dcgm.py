@@ -29,7 +29,7 @@ import orjson
 from pipelines.simulator import sharing
 from pipelines.simulator.anomalies import BadSample
 from pipelines.simulator.config import SimConfig
-from pipelines.simulator.metrics import Entity, Metrics
+from pipelines.simulator.dcgm_view import Entity, Metrics
 from pipelines.simulator.writers.common import prom_value, write_text
 
 DRIVER = "550.90.07"

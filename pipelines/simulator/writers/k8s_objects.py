@@ -8,7 +8,7 @@ from typing import Any
 
 from pipelines.simulator import sharing
 from pipelines.simulator.config import SHARED_REPLICAS, SimConfig
-from pipelines.simulator.metrics import container_name
+from pipelines.simulator.dcgm_view import container_name
 from pipelines.simulator.model.cluster import Cluster
 from pipelines.simulator.model.jobs import Attempt, JobSpec, Pod
 from pipelines.times import utc_text

@@ -23,7 +23,7 @@ import numpy as np
 import orjson
 
 from pipelines.simulator.config import UNIT, SimConfig
-from pipelines.simulator.metrics import Metrics
+from pipelines.simulator.dcgm_view import Metrics
 from pipelines.simulator.model.jobs import Attempt, SimState
 from pipelines.simulator.org import UNKNOWN_MODEL
 from pipelines.simulator.writers.common import prom_value, write_text

@@ -16,10 +16,10 @@ from clickhouse_connect.driver.client import Client
 
 from dagster_project.defs.common.partitions import month_partition_bounds
 from dagster_project.defs.common.warehouse import rows
-from dagster_project.defs.costs.compute import line_from_row
-from dagster_project.defs.costs.model import PLATFORM, SharePolicy
+from dagster_project.defs.costs.allocation import PLATFORM, SharePolicy
+from dagster_project.defs.costs.day_lines import line_from_row
+from dagster_project.defs.costs.month_cents import ChargeLine, scaled_unit_cost
 from dagster_project.defs.costs.month_rollup import Month, accepted_units, unit_cost_rows
-from dagster_project.defs.costs.monthly import ChargeLine, scaled_unit_cost
 from dagster_project.defs.costs.price_books import books_from_warehouse
 from dagster_project.defs.exports.export import Chargeback, load_chargeback, write_files
 from dagster_project.defs.exports.files import FileFormat

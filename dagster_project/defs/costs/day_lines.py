@@ -15,7 +15,7 @@ from typing import Any
 from clickhouse_connect.driver.client import Client
 
 from dagster_project.defs.common.warehouse import rows
-from dagster_project.defs.costs.model import (
+from dagster_project.defs.costs.allocation import (
     Q12,
     CostLine,
     DayAllocation,

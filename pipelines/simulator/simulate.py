@@ -31,8 +31,8 @@ import orjson
 
 from pipelines.simulator import anomalies, causes, costs, sharing, workload
 from pipelines.simulator.config import DEFAULT_CLUSTER, DEFAULT_START, SimConfig
+from pipelines.simulator.dcgm_view import build_metrics
 from pipelines.simulator.failures import plan_node_failures
-from pipelines.simulator.metrics import build_metrics
 from pipelines.simulator.model.cluster import build_cluster
 from pipelines.simulator.org import org_versions
 from pipelines.simulator.scheduler import run

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from decimal import ROUND_FLOOR, ROUND_HALF_UP, Decimal
 
-from dagster_project.defs.costs.model import CostLine, merge_lines
+from dagster_project.defs.costs.allocation import CostLine, merge_lines
 from pipelines.cost_terms import TERMS
 
 CENT = Decimal("0.01")

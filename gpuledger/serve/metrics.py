@@ -1,7 +1,7 @@
 """The pipeline's state as Prometheus metrics, read from Kafka and the warehouse at each scrape.
 
 What the stream workers count in their own process (events, dead letters, facts, step time) is
-on their ``/metrics`` (``streams.metrics``); this collector adds what only the shared state knows:
+on their ``/metrics`` (``pipelines.process_metrics``); this collector adds what only the shared state knows:
 consumer lag per topic and partition, attribution freshness, pending, stalled and quarantined
 nodes per cluster, and dead letters in the warehouse by topic and reason.
 """

@@ -9,7 +9,7 @@ number of workers: both conditions are read from Kafka and the warehouse, not fr
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
@@ -80,9 +80,14 @@ def _done(committed: dict[TopicPartition, Any], tp: TopicPartition) -> int:
     return int(meta.offset) if meta is not None and meta.offset >= 0 else 0
 
 
-def current_lag(settings: Settings, targets: dict[TopicPartition, int]) -> Lag:
+def current_lag(settings: Settings, targets: dict[TopicPartition, int], known: Lag | None = None) -> Lag:
+    """How far the workers are behind ``targets``. With ``known`` (the previous poll's lag), the
+    warehouse is read only once every message is committed: before that nothing can be reflected
+    yet, and a waiting poller would only load the warehouse the workers are writing to."""
     committed = _committed(settings)
     behind = sum(max(end - _done(committed, tp), 0) for tp, end in targets.items())
+    if behind and known is not None:
+        return replace(known, messages=behind)
     client = get_client(settings)
     try:
         rows = client.query(load_query("attribution_pending")).result_rows
@@ -146,5 +151,5 @@ def wait_until_reflected(
                 "not yet attributed; the stream workers' logs say why"
             )
         time.sleep(poll_s)
-        lag = current_lag(settings, targets)
+        lag = current_lag(settings, targets, known=lag)
     return lag

@@ -123,7 +123,7 @@ def wait(settings: Settings, cfg: DemoConfig, step: Step) -> None:
                 f"{lag.nodes_pending} nodes not yet attributed: is a stream worker running?"
             )
         time.sleep(1.0)
-        lag = current_lag(settings, targets)
+        lag = current_lag(settings, targets, known=lag)
         now_done = total - min(lag.messages, total)
         advance(now_done - done)
         done = now_done

@@ -31,7 +31,7 @@ from streams.attribution.warehouse import AttributionWarehouse
 from streams.dlq import replay_dead_letters
 from streams.ingest.rows import dead_letter_row
 from streams.ingest.sink import Message, write_batch
-from streams.progress import current_lag
+from streams.progress import current_lag, end_offsets
 from streams.store import now_seq
 
 pytestmark = pytest.mark.integration
@@ -392,3 +392,25 @@ def test_up_says_when_running_workers_have_other_settings_and_stops_extra_worker
         assert not list(settings.run_dir.glob("worker-*.pid"))
     finally:
         services.down(settings)
+
+
+def test_a_waiting_poll_reads_the_warehouse_only_once_every_message_is_committed(
+    isolated_settings: Settings, warehouse: AttributionWarehouse
+) -> None:
+    """While messages are uncommitted nothing can be reflected: a poll that knows the previous lag
+    asks Kafka only, and leaves the warehouse the workers write to alone (here: nothing listens on
+    the warehouse URL, so any read of it would fail)."""
+    ensure_topics(isolated_settings)
+    with EventProducer(isolated_settings) as producer:
+        producer.dead_letter(
+            ev.DeadLetter.build(topic="gpu.metrics", source="streams", reason="test", raw=b"{}", origin="test")
+        )
+    targets = {tp: end for tp, end in end_offsets(isolated_settings).items() if end}
+    assert sum(targets.values()) == 1
+    nowhere = isolated_settings.model_copy(update={"clickhouse_url": "http://127.0.0.1:9"})
+    known = current_lag(isolated_settings, targets)
+    assert known.messages == 1
+    lag = current_lag(nowhere, targets, known=known)
+    assert (lag.messages, lag.nodes_pending, lag.quarantined) == (1, known.nodes_pending, known.quarantined)
+    with pytest.raises(Exception, match="(?i)connect|refused"):
+        current_lag(nowhere, targets)  # without a known lag it reads the warehouse

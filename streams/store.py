@@ -23,8 +23,9 @@ import logging
 import time
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from clickhouse_connect.datatypes.base import ClickHouseType
 from clickhouse_connect.driver.client import Client
 
 from pipelines.settings import Settings
@@ -32,9 +33,6 @@ from sql import load_query
 from sql.client import get_client
 from sql.errors import describe, is_transient
 from streams import rollup
-
-if TYPE_CHECKING:
-    pass
 
 log = logging.getLogger(__name__)
 RETRIES = 6
@@ -50,6 +48,8 @@ class Warehouse:
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
         self._client: Client | None = None
+        # each (table, columns)' types, asked once: an insert then is one request, not a DESCRIBE and the insert
+        self._types: dict[tuple[str, tuple[str, ...]], Sequence[ClickHouseType]] = {}
 
     @property
     def settings(self) -> Settings:
@@ -91,9 +91,15 @@ class Warehouse:
             data = [[row[c] for row in rows] for c in names]
         if not data[0]:
             return
-        self._retry(
-            f"insert into {table}", lambda: self.client.insert(table, data, column_names=names, column_oriented=True)
-        )
+        key = (table, tuple(names))
+
+        def insert() -> None:
+            types = self._types.get(key)
+            if types is None:
+                types = self._types[key] = self.client.create_insert_context(table, names).column_types
+            self.client.insert(table, data, column_names=names, column_types=types, column_oriented=True)
+
+        self._retry(f"insert into {table}", insert)
 
     def query(self, name: str, params: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
         sql = load_query(name)

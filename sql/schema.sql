@@ -725,7 +725,7 @@ PARTITION BY toYYYYMM(time)
 ORDER BY (cluster, unit, time, event_id)
 SETTINGS index_granularity = 8192;
 
--- views (9)
+-- views (10)
 
 CREATE VIEW attempt_outcomes
 (
@@ -1036,38 +1036,19 @@ GROUP BY
     key,
     effective_from;
 
-CREATE VIEW owner_resolution
+CREATE VIEW org_versions_in_force
 (
     `cluster` LowCardinality(String),
-    `namespace` LowCardinality(String),
-    `account` LowCardinality(String),
-    `team_label` LowCardinality(String),
     `org_scope` String,
     `org_version` DateTime64(3, 'UTC'),
-    `in_force_from` DateTime64(3, 'UTC'),
-    `team` String,
-    `business_unit` String
+    `in_force_from` DateTime64(3, 'UTC')
 )
 AS SELECT
-    k.cluster AS cluster,
-    k.namespace AS namespace,
-    k.account AS account,
-    k.team_label AS team_label,
-    v.org_scope AS org_scope,
-    v.org_version AS org_version,
-    v.in_force_from AS in_force_from,
-    multiIf(k.team_label != '', k.team_label, (m.teams[k.namespace]) != '', m.teams[k.namespace], (m.account_teams[k.account]) != '', m.account_teams[k.account], 'unassigned') AS team,
-    if((m.units[team]) != '', m.units[team], 'unassigned') AS business_unit
+    v_cluster AS cluster,
+    org_scope,
+    org_version,
+    in_force_from
 FROM
-(
-    SELECT DISTINCT
-        cluster,
-        namespace,
-        account,
-        team_label
-    FROM owner_keys
-) AS k
-INNER JOIN
 (
     SELECT
         c.v_cluster AS v_cluster,
@@ -1109,7 +1090,40 @@ INNER JOIN
         effective_from AS in_force_from
     FROM org_mappings
     WHERE cluster != '*'
-) AS v ON v.v_cluster = k.cluster
+);
+
+CREATE VIEW owner_resolution
+(
+    `cluster` LowCardinality(String),
+    `namespace` LowCardinality(String),
+    `account` LowCardinality(String),
+    `team_label` LowCardinality(String),
+    `org_scope` String,
+    `org_version` DateTime64(3, 'UTC'),
+    `in_force_from` DateTime64(3, 'UTC'),
+    `team` String,
+    `business_unit` String
+)
+AS SELECT
+    k.cluster AS cluster,
+    k.namespace AS namespace,
+    k.account AS account,
+    k.team_label AS team_label,
+    v.org_scope AS org_scope,
+    v.org_version AS org_version,
+    v.in_force_from AS in_force_from,
+    multiIf(k.team_label != '', k.team_label, (m.teams[k.namespace]) != '', m.teams[k.namespace], (m.account_teams[k.account]) != '', m.account_teams[k.account], 'unassigned') AS team,
+    if((m.units[team]) != '', m.units[team], 'unassigned') AS business_unit
+FROM
+(
+    SELECT DISTINCT
+        cluster,
+        namespace,
+        account,
+        team_label
+    FROM owner_keys
+) AS k
+INNER JOIN org_versions_in_force AS v ON v.cluster = k.cluster
 LEFT JOIN
 (
     SELECT

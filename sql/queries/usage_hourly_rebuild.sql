@@ -3,7 +3,7 @@
 -- {all_nodes}). Reads the base tables with the filters inside each subquery: the current facts are
 -- the rows of the latest version of each (cluster, node, window) in fact_windows, deduplicated by
 -- FINAL, summed per hour, org version and scope (the version in force at each window's start, from
--- owner_resolution as resolved_facts takes it) and owner. Every (cluster, node, hour) that has
+-- org_versions_in_force, the view owner_resolution takes it from) and owner. Every (cluster, node, hour) that has
 -- windows also gets one marker row (kind = ''), so a rebuild that finds no facts still supersedes an
 -- older one. All rows carry {version}.
 INSERT INTO gpu_usage_hourly (cluster, hour, node, version, org_version, org_scope, gpu_model, kind, scheduler,
@@ -34,12 +34,10 @@ FROM
 ) AS f
 ASOF LEFT JOIN
 (
-    SELECT cluster AS r_cluster, namespace AS r_namespace, account AS r_account, team_label AS r_team_label,
-           in_force_from, org_version, org_scope
-    FROM owner_resolution
+    SELECT cluster AS r_cluster, in_force_from, org_version, org_scope
+    FROM org_versions_in_force
     WHERE ({cluster:String} = '' OR cluster = {cluster:String})
-) AS r ON r.r_cluster = f.cluster AND r.r_namespace = f.namespace AND r.r_account = f.account
-      AND r.r_team_label = f.team_label AND f.window_start >= r.in_force_from
+) AS r ON r.r_cluster = f.cluster AND f.window_start >= r.in_force_from
 GROUP BY f.cluster, hour, f.node, org_version, org_scope, f.gpu_model, f.kind, f.scheduler, f.job_id, f.logical_job,
          f.attempt, f.namespace, f.account, f.user, f.queue, f.workload_kind, f.team_label, f.model
 UNION ALL

@@ -52,6 +52,10 @@ class Handle:
     database: str = "default"
     # setting name -> SQL literal to restore after a query that overrode it (None: DEFAULT)
     baseline: dict[str, str | None] = field(default_factory=dict)
+    # a session's URL settings still in force from its previous query, and the values that undo
+    # them: restored only when a query asks for other settings (or none), not after every query
+    applied: dict[str, str] = field(default_factory=dict)
+    undo: dict[str, str | None] = field(default_factory=dict)
     timeout_s: float = 60.0
     last_used: float = field(default_factory=time.monotonic)
 
@@ -200,7 +204,7 @@ class Engine:
         if switch_db:
             self._query(handle, f"USE {sqltext.quote_identifier(database or '')}")
         try:
-            with self._settings(handle, settings or {}):
+            with self._settings(handle, settings or {}, restore_after=sqltext.statement_kind(sql) == "SET"):
                 result = self._query(handle, sql, fmt, params)
         finally:
             if handle.session_id is not None:
@@ -231,25 +235,49 @@ class Engine:
             raise ClickHouseError.from_engine(exc) from exc
 
     @contextlib.contextmanager
-    def _settings(self, handle: Handle, settings: Mapping[str, str]) -> Iterator[None]:
-        if not settings:
-            yield
-            return
+    def _settings(self, handle: Handle, settings: Mapping[str, str], restore_after: bool = False) -> Iterator[None]:
+        """Run the block under ``settings``. A fresh handle is closed after its query; a session's
+        settings are put back before the next query that asks for other ones (most clients send the
+        same settings with every query: then nothing is set or restored), or right after the block
+        with ``restore_after`` (a ``SET`` statement: what it sets becomes the session's baseline)."""
         for name in settings:
             if not _SETTING_NAME.fullmatch(name):
                 raise ClickHouseError(115, f"Unknown setting '{name}' (UNKNOWN_SETTING)")
-        restore = self._baseline(handle, settings) if handle.session_id is not None else None
+        if handle.session_id is None:
+            if settings:
+                self._set(handle, settings)
+            yield
+            return
+        wanted = dict(settings)
+        if handle.applied != wanted:
+            self._restore(handle)
+            if wanted:
+                handle.applied, handle.undo = wanted, self._baseline(handle, wanted)
+                try:
+                    self._set(handle, wanted)
+                except ClickHouseError:
+                    self._restore(handle)
+                    raise
         try:
-            self._query(handle, "SET " + ", ".join(f"{k} = {sqltext.quote_literal(v)}" for k, v in settings.items()))
             yield
         finally:
-            if restore:
-                parts = [f"{k} = {'DEFAULT' if v is None else v}" for k, v in restore.items()]
-                try:
-                    self._query(handle, "SET " + ", ".join(parts))
-                except ClickHouseError:
-                    log.warning("could not restore settings on session handle; closing it")
-                    handle.timeout_s = 0.0
+            if restore_after:
+                self._restore(handle)
+
+    def _set(self, handle: Handle, settings: Mapping[str, str]) -> None:
+        self._query(handle, "SET " + ", ".join(f"{k} = {sqltext.quote_literal(v)}" for k, v in settings.items()))
+
+    def _restore(self, handle: Handle) -> None:
+        """Put back what the session's previous URL settings overrode."""
+        undo = handle.undo
+        handle.applied, handle.undo = {}, {}
+        if not undo:
+            return
+        try:
+            self._query(handle, "SET " + ", ".join(f"{k} = {'DEFAULT' if v is None else v}" for k, v in undo.items()))
+        except ClickHouseError:
+            log.warning("could not restore settings on session handle; closing it")
+            handle.timeout_s = 0.0
 
     def _baseline(self, handle: Handle, settings: Mapping[str, str]) -> dict[str, str | None]:
         """The values to put back after the query (SQL literals, or None for DEFAULT)."""

@@ -5,8 +5,10 @@ Service resolution, in order (never a silent skip — a test that cannot reach i
 2. a Docker engine answers → testcontainers (Kafka, ClickHouse server).
 3. otherwise the local services of ``gpuledger up`` (started here if they are not running).
 
-Each test that writes gets its own topic prefix and ClickHouse database (``isolated_settings``),
-left in place afterwards so a failure can be inspected.
+Each test that writes gets its own topic prefix and ClickHouse database (``isolated_settings``).
+The database is dropped after a test that passed and left in place after one that failed, so the
+failure can be inspected: every table of every database left behind costs the endpoint's
+background pools CPU for the rest of the run (240 leftover test databases: 8 % of a core idle).
 """
 
 from __future__ import annotations
@@ -123,10 +125,35 @@ def kafka_bootstrap(endpoints: Endpoints) -> str:
     return endpoints.kafka_bootstrap
 
 
+FAILED = pytest.StashKey[bool]()
+
+
 @pytest.fixture
-def isolated_settings(endpoints: Endpoints, tmp_path_factory: pytest.TempPathFactory) -> Settings:
-    """Settings with a fresh topic prefix and database for one test (topics/DB created lazily)."""
-    return fresh_settings(endpoints, tmp_path_factory)
+def isolated_settings(
+    endpoints: Endpoints, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[Settings]:
+    """Settings with a fresh topic prefix and database for one test (topics/DB created lazily); the
+    database is dropped after the test unless it failed."""
+    settings = fresh_settings(endpoints, tmp_path_factory)
+    yield settings
+    if not request.node.stash.get(FAILED, False):
+        drop_database(settings)
+
+
+def drop_database(settings: Settings) -> None:
+    """Drop a test's database, if it was created; best effort (a test may have stopped the endpoint)."""
+    from sql.client import server_client
+
+    try:
+        client = server_client(settings)
+    except Exception:
+        return
+    try:
+        client.command(f"DROP DATABASE IF EXISTS `{settings.clickhouse_database}` SYNC")
+    except Exception:
+        pass
+    finally:
+        client.close()
 
 
 def fresh_settings(endpoints: Endpoints, tmp_path_factory: pytest.TempPathFactory) -> Settings:
@@ -159,6 +186,8 @@ def client(isolated_settings: Settings) -> Iterator[Client]:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
     """In CI a skipped test is a failure: a suite that silently skips proves nothing."""
     report: pytest.TestReport = yield
+    if report.failed:
+        item.stash[FAILED] = True
     if os.environ.get("CI") and report.skipped and not hasattr(report, "wasxfail"):
         report.outcome = "failed"
         report.longrepr = f"skipped in CI (skips count as failures): {report.longrepr}"

@@ -33,6 +33,7 @@ from streams.ingest.rows import dead_letter_row
 from streams.ingest.sink import Message, write_batch
 from streams.progress import current_lag, end_offsets
 from streams.store import now_seq
+from tests.conftest import drop_database
 
 pytestmark = pytest.mark.integration
 
@@ -371,15 +372,15 @@ def test_the_end_of_a_seven_day_job_recomputes_only_the_windows_after_it(
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 def test_up_says_when_running_workers_have_other_settings_and_stops_extra_workers(isolated_settings: Settings) -> None:
     settings = isolated_settings
+    other = settings.model_copy(
+        update={
+            "clickhouse_database": settings.clickhouse_database + "_b",
+            "topic_prefix": settings.topic_prefix + "b.",
+        }
+    )
     first = services.up(settings, workers=1, stop_extra=True)
     try:
         assert first.started == ["worker-0"] and first.mismatched == {}
-        other = settings.model_copy(
-            update={
-                "clickhouse_database": settings.clickhouse_database + "_b",
-                "topic_prefix": settings.topic_prefix + "b.",
-            }
-        )
         second = services.up(other, workers=1, stop_extra=True)
         assert second.running == ["worker-0"]
         differ = second.mismatched["worker-0"]
@@ -392,6 +393,7 @@ def test_up_says_when_running_workers_have_other_settings_and_stops_extra_worker
         assert not list(settings.run_dir.glob("worker-*.pid"))
     finally:
         services.down(settings)
+        drop_database(other)
 
 
 def test_a_waiting_poll_reads_the_warehouse_only_once_every_message_is_committed(

@@ -5,7 +5,9 @@ The same nodes (``nodes`` × 8 GPUs, scraped every ``interval_s``, a pod on ever
 in two ways by one worker, on one history:
 
 1. **warm-up** — the worker is started and one scrape of every node is published and reflected
-   (the worker's start-up is in neither figure);
+   (the worker's start-up is in neither figure); then both processes are watched for ``IDLE_S``
+   with no new data (``idle_figures``: what being up costs, and that cost per GPU-sample at the
+   live rate — the part of the live figures that does not depend on the data);
 2. **backlog** — ``R = seconds / interval_s`` scrapes ending just before now are published at once
    and drained (wait until reflected);
 3. **live** — the next ``R`` scrapes are published in real time, one every ``interval_s``, each
@@ -33,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import cpu
-from bench.load import Load, encode, gpu_samples_in, publish, publish_paced
+from bench.load import GPUS_PER_NODE, Load, encode, gpu_samples_in, publish, publish_paced
 from bench.worker import Worker, reflect
 from pipelines.settings import Settings
 from pipelines.times import floor_seconds, from_epoch
@@ -43,6 +45,7 @@ PREFIX = "live"
 ALLOC_PERIOD_S = 150  # a pod starts on every node every 150 s and runs 112 s: two per node and part by default
 POLL_S = 1.0
 INTERVAL_S = 10  # the scrape interval of both parts
+IDLE_S = 20.0  # after the warm-up: how long both processes are watched with no new data
 
 
 def measure(
@@ -65,6 +68,11 @@ def measure(
         say(f"live: starting a worker, warm-up scrape of {nodes} nodes")
         publish(settings, encode(warm, 0, 1))
         reflect(settings, timeout_s, POLL_S)
+        idle_s = min(IDLE_S, seconds / 3)
+        say(f"live: {idle_s:.0f} s with no new data (what being up costs)")
+        quiet = cpu.read(worker.proc.pid, endpoint)
+        time.sleep(idle_s)
+        idle = idle_figures(quiet, cpu.read(worker.proc.pid, endpoint), idle_s, nodes * GPUS_PER_NODE / interval_s)
         # scrapes 0 … rounds-1 are the backlog, ending just before now; rounds … 2·rounds-1 are live
         load = Load(
             nodes,
@@ -94,14 +102,18 @@ def measure(
     finally:
         worker.stop()
     live_samples = len(acked) * load.samples_per_round
-    return figures(before, middle, after, samples, live_samples) | {
-        "live_nodes": nodes,
-        "live_interval_s": interval_s,
-        "live_rounds": len(acked),
-        "live_gpu_samples": live_samples,
-        "backlog_gpu_samples": samples,
-        "backlog_drain_s": round(backlog_s, 2),
-    }
+    return (
+        figures(before, middle, after, samples, live_samples)
+        | idle
+        | {
+            "live_nodes": nodes,
+            "live_interval_s": interval_s,
+            "live_rounds": len(acked),
+            "live_gpu_samples": live_samples,
+            "backlog_gpu_samples": samples,
+            "backlog_drain_s": round(backlog_s, 2),
+        }
+    )
 
 
 def figures(
@@ -124,6 +136,23 @@ def figures(
             live_endpoint_cpu_us_per_sample=live,
             live_vs_backlog_endpoint_cpu=_ratio(live, backlog),
         )
+    return out
+
+
+def idle_figures(start: cpu.Reading, end: cpu.Reading, seconds: float, live_rate: float) -> dict[str, float]:
+    """What being up costs with no new data: each process's share of a core over ``seconds``, and
+    that cost per GPU-sample at the live part's rate (``live_rate`` GPU-samples/s), i.e. the part of
+    the live figure that does not depend on the data."""
+    out: dict[str, float] = {}
+    for name, key, a, b in (
+        ("worker", "live_idle_cpu_us_per_sample", start.worker_s, end.worker_s),
+        ("endpoint", "live_idle_endpoint_cpu_us_per_sample", start.endpoint_s, end.endpoint_s),
+    ):
+        if a is None or b is None:
+            continue
+        rate = (b - a) / seconds  # CPU seconds per second
+        out[f"idle_{name}_cpu_pct"] = round(rate * 100, 1)
+        out[key] = round(rate * 1e6 / live_rate, 1)
     return out
 
 

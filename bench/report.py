@@ -44,6 +44,10 @@ ROWS: list[tuple[str, str, str, str, Any]] = [
         lambda r: r["live_endpoint_cpu_us_per_sample"] <= 2 * r["backlog_endpoint_cpu_us_per_sample"],
     ),
     ("backlog_endpoint_cpu_us_per_sample", "ClickHouse endpoint CPU per GPU-sample, backlog", "µs", "—", None),
+    ("idle_worker_cpu_pct", "worker CPU with no new data (share of a core)", "%", "—", None),
+    ("live_idle_cpu_us_per_sample", "… of it per live GPU-sample", "µs", "—", None),
+    ("idle_endpoint_cpu_pct", "ClickHouse endpoint CPU with no new data (share of a core)", "%", "—", None),
+    ("live_idle_endpoint_cpu_us_per_sample", "… of it per live GPU-sample", "µs", "—", None),
 ]
 # per-source rows of ``parse_publish_samples_per_s``: source → target (value → met) or None
 SOURCE_TARGETS: dict[str, tuple[str, Any]] = {"dcgm_query_range": ("≥ 300,000", lambda v: v >= 300_000)}

@@ -205,3 +205,19 @@ def test_pod_list_input_parses_into_the_allocation_records_it_promises() -> None
         "src-0001",
         "src-0002",
     }
+
+
+def test_idle_figures_are_each_process_cpu_share_and_its_cost_per_live_sample() -> None:
+    # 20 s with no new data: the worker used 0.14 s (0.7 % of a core), the endpoint 0.06 s; live
+    # traffic of 256 nodes × 8 GPUs every 10 s is 204.8 GPU-samples/s
+    out = live.idle_figures(cpu.Reading(5.0, 50.0), cpu.Reading(5.14, 50.06), 20.0, 204.8)
+    assert out == {
+        "idle_worker_cpu_pct": 0.7,
+        "idle_endpoint_cpu_pct": 0.3,
+        "live_idle_cpu_us_per_sample": 34.2,
+        "live_idle_endpoint_cpu_us_per_sample": 14.6,
+    }
+    assert live.idle_figures(cpu.Reading(5.0, None), cpu.Reading(5.0, None), 20.0, 204.8) == {
+        "idle_worker_cpu_pct": 0.0,
+        "live_idle_cpu_us_per_sample": 0.0,
+    }

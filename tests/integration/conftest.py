@@ -1,9 +1,15 @@
-"""Fixtures that share one expensive run among the integration tests that only read its results."""
+"""Integration fixtures: the attribution's warehouse on a test's own database, and one expensive
+run shared among the tests that only read its results."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
+from infra.services import apply_migrations
+from pipelines.settings import Settings
+from streams.attribution.warehouse import AttributionWarehouse
 from tests.conftest import Endpoints, fresh_settings
 from tests.integration.demo_helpers import Demo, demo_env, run_demo
 
@@ -19,3 +25,13 @@ def demo(endpoints: Endpoints, tmp_path_factory: pytest.TempPathFactory) -> Demo
     with pytest.MonkeyPatch.context() as monkeypatch, demo_env(settings, monkeypatch):
         stdout = run_demo(out)
     return Demo(settings, out, stdout)
+
+
+@pytest.fixture
+def warehouse(isolated_settings: Settings) -> Iterator[AttributionWarehouse]:
+    """The attribution's warehouse on the test's own database, migrated (a module may define its own
+    ``warehouse`` fixture for something else)."""
+    apply_migrations(isolated_settings)
+    wh = AttributionWarehouse(isolated_settings)
+    yield wh
+    wh.close()

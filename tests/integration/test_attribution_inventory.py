@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
-from infra.services import apply_migrations
 from pipelines import events as ev
 from pipelines import wire
 from pipelines.settings import Settings
@@ -28,14 +26,6 @@ pytestmark = pytest.mark.integration
 T0 = datetime(2026, 11, 5, 0, 0, tzinfo=UTC)
 HOURS = 3
 H100 = "NVIDIA H100 80GB HBM3"
-
-
-@pytest.fixture
-def warehouse(isolated_settings: Settings) -> Iterator[AttributionWarehouse]:
-    apply_migrations(isolated_settings)
-    wh = AttributionWarehouse(isolated_settings)
-    yield wh
-    wh.close()
 
 
 def _env(kind: str, t: datetime, data: dict[str, Any], source: str = "slurm", *key: object) -> ev.Envelope:

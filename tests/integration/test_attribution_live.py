@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import pytest
@@ -20,14 +19,6 @@ from streams.attribution.warehouse import AttributionWarehouse, PendingNode
 from streams.ingest.sink import Message, write_batch
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def warehouse(isolated_settings: Settings) -> Iterator[AttributionWarehouse]:
-    apply_migrations(isolated_settings)
-    wh = AttributionWarehouse(isolated_settings)
-    yield wh
-    wh.close()
 
 
 def _ingest(wh: AttributionWarehouse, load: Load, first: int, rounds: int) -> None:

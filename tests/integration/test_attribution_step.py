@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from bench.load import CLUSTER, GPUS_PER_NODE, Load, encode
-from infra.services import apply_migrations
 from pipelines.settings import Settings
 from pipelines.times import as_utc, from_epoch
 from sql import load_query
@@ -23,14 +21,6 @@ from streams.ingest.sink import Message, write_batch
 pytestmark = pytest.mark.integration
 
 HOURS = 14  # many rounds of CHUNK_S (1 h)
-
-
-@pytest.fixture
-def warehouse(isolated_settings: Settings) -> Iterator[AttributionWarehouse]:
-    apply_migrations(isolated_settings)
-    wh = AttributionWarehouse(isolated_settings)
-    yield wh
-    wh.close()
 
 
 def _ingest(wh: AttributionWarehouse, load: Load, rounds: int) -> None:

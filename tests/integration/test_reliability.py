@@ -9,7 +9,6 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -43,14 +42,6 @@ def _dropped(letters: list[ev.DeadLetter]) -> None:
 
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "dcgm" / "k8s_mapped.prom"
-
-
-@pytest.fixture
-def warehouse(isolated_settings: Settings) -> Iterator[AttributionWarehouse]:
-    apply_migrations(isolated_settings)
-    wh = AttributionWarehouse(isolated_settings)
-    yield wh
-    wh.close()
 
 
 def _ingest(wh: AttributionWarehouse, load: Load, first: int, rounds: int) -> list[ev.DeadLetter]:

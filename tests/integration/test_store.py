@@ -3,26 +3,14 @@ table's column types are known (not a DESCRIBE before every insert), and its row
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
-from infra.services import apply_migrations
-from pipelines.settings import Settings
 from streams.store import Warehouse
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def warehouse(isolated_settings: Settings) -> Iterator[Warehouse]:
-    apply_migrations(isolated_settings)
-    wh = Warehouse(isolated_settings)
-    yield wh
-    wh.client.command(f"DROP DATABASE IF EXISTS {isolated_settings.clickhouse_database}")
-    wh.close()
 
 
 def _activity(node: str, seq: int) -> dict[str, Any]:

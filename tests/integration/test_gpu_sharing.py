@@ -12,10 +12,9 @@ import pytest
 from pipelines import events as ev
 from pipelines.settings import Settings
 from streams.attribution.warehouse import AttributionWarehouse
-from tests.integration.test_attribution_inventory import T0, _env, _facts, _samples, _step, _write, warehouse
+from tests.integration.test_attribution_inventory import T0, _env, _facts, _samples, _step, _write
 
 pytestmark = pytest.mark.integration
-__all__ = ["warehouse"]  # the fixture, shared with the inventory tests
 
 
 def _pod(name: str, start_min: int, end_min: int, device: str) -> ev.Envelope:

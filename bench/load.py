@@ -171,7 +171,7 @@ def publish_paced(
     acked: dict[int, float] = {}
     rounds = max(int(rate * seconds / load.samples_per_round + 1e-9), 1)
     gap = load.samples_per_round / rate
-    with EventProducer(settings, linger_ms=0) as producer:
+    with EventProducer(settings, {"linger.ms": 0}) as producer:
         began = time.monotonic()
         for offset in range(rounds):
             due = began + offset * gap

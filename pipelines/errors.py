@@ -23,3 +23,11 @@ class PublishError(PipelineError):
 
 class SourceUnavailable(PipelineError):
     pass
+
+
+def kafka_auth_failed(reason: str) -> str:
+    """The one line for a broker that rejected our credentials (``reason``: the broker's words)."""
+    return (
+        f"Kafka authentication failed ({reason}): check KAFKA_SASL_USERNAME, KAFKA_SASL_PASSWORD "
+        "and KAFKA_SASL_MECHANISM"
+    )

@@ -274,6 +274,21 @@ class Settings(BaseSettings):
             config["ssl_cafile"] = self.kafka_ssl_cafile
         return config
 
+    def librdkafka_config(self) -> dict[str, str | int]:
+        """The same connection settings as ``kafka_client_config`` in librdkafka's names (the producer)."""
+        config: dict[str, str | int] = {
+            "bootstrap.servers": self.bootstrap_servers,
+            "security.protocol": self.kafka_security_protocol,
+            "reconnect.backoff.max.ms": RECONNECT_BACKOFF_MAX_MS,
+        }
+        if self.kafka_sasl_mechanism:
+            config["sasl.mechanism"] = self.kafka_sasl_mechanism
+            config["sasl.username"] = self.kafka_sasl_username or ""
+            config["sasl.password"] = self.kafka_sasl_password.get_secret_value() if self.kafka_sasl_password else ""
+        if self.kafka_ssl_cafile:
+            config["ssl.ca.location"] = self.kafka_ssl_cafile
+        return config
+
     def faust_credentials(self) -> CredentialsT | None:
         """The same Kafka security for Faust (aiokafka) as ``kafka_client_config``: SASL (PLAIN /
         SCRAM), over SSL when asked, or SSL alone; None for PLAINTEXT."""

@@ -31,6 +31,7 @@ from gpuledger.cli import (
     simulate_cmd,
 )
 from gpuledger.cli.main_errors import UsageFailure
+from pipelines.errors import kafka_auth_failed
 
 app = typer.Typer(
     name="gpuledger",
@@ -136,10 +137,7 @@ def main() -> None:
         if isinstance(exc, ModuleNotFoundError):
             message = missing_extra(exc) or message
         if auth.last is not None:
-            message = (
-                f"Kafka authentication failed ({auth.last}): check KAFKA_SASL_USERNAME, KAFKA_SASL_PASSWORD "
-                "and KAFKA_SASL_MECHANISM"
-            )
+            message = kafka_auth_failed(auth.last)
         sys.stderr.write(f"error: {message}\n")
         raise SystemExit(code) from None
     if isinstance(result, int) and result:

@@ -1,8 +1,9 @@
-"""Round trips through the real broker: kafka-python producer/consumer and a Faust agent."""
+"""Round trips through the real broker: the producer (librdkafka), kafka-python consumers and a Faust agent."""
 
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -12,10 +13,13 @@ from pathlib import Path
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer
 from kafka.admin import NewTopic
+from kafka.partitioner.default import murmur2
 
 from infra.kafka.broker import end_offsets, ensure_topics
 from pipelines import events as ev
 from pipelines import wire
+from pipelines import producer as producer_module
+from pipelines.errors import PublishError
 from pipelines.producer import EventProducer
 from pipelines.settings import Settings
 from pipelines.topics import GPU_METRICS, SCHEDULER_ALLOCATIONS, all_physical_topics, physical_name
@@ -95,10 +99,29 @@ def test_produce_consume_events_and_dead_letters(isolated_settings: Settings) ->
     for r in records:
         by_node.setdefault(r.key, set()).add(r.partition)  # type: ignore[attr-defined]
     assert all(len(p) == 1 for p in by_node.values()) and len(by_node) == 4
+    # ... and it is the partition Java clients (and kafka-python, and the stream workers) pick for the key
+    partitions = GPU_METRICS.partitions
+    assert {key: {(murmur2(key) & 0x7FFFFFFF) % partitions} for key in by_node} == by_node
     dlq = _consume_all(isolated_settings, physical_name(GPU_METRICS, isolated_settings, dlq=True), 1)
     letter = ev.DeadLetter.model_validate_json(dlq[0].value)  # type: ignore[attr-defined]
     assert letter.reason == "ratio 1.7 > 1" and letter.raw.startswith("\\xff")
     assert end_offsets(isolated_settings)[topic] == len(sent)
+
+
+def test_an_unreachable_broker_is_one_clear_publish_error(
+    isolated_settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    nowhere = isolated_settings.model_copy(update={"kafka_bootstrap_servers": f"127.0.0.1:{port}"})
+    monkeypatch.setattr(producer_module, "CONNECT_TIMEOUT_S", 2.0)
+    began = time.monotonic()
+    with pytest.raises(PublishError) as caught:
+        EventProducer(nowhere)
+    assert time.monotonic() - began < 10
+    message = str(caught.value)
+    assert f"Kafka at 127.0.0.1:{port} did not answer within 2s" in message and "\n" not in message
 
 
 def test_faust_agent_round_trip(isolated_settings: Settings, tmp_path: Path) -> None:

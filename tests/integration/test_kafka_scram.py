@@ -29,6 +29,7 @@ from pydantic import SecretStr
 from bench.load import GPUS_PER_NODE, Load, sample_message
 from infra.services import down, up
 from pipelines import wire
+from pipelines.errors import PublishError
 from pipelines.producer import EventProducer
 from pipelines.settings import Settings
 from sql.client import get_client
@@ -144,6 +145,17 @@ def test_a_wrong_password_is_a_one_line_error(scram: Settings) -> None:
     assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
     assert "authentication failed" in lines[0].lower(), lines[0]
     assert "not-the-password" not in result.stderr + result.stdout
+
+
+def test_the_producer_names_a_rejected_password_at_once(scram: Settings) -> None:
+    wrong = scram.model_copy(update={"kafka_sasl_password": SecretStr("not-the-password")})
+    began = time.monotonic()
+    with pytest.raises(PublishError) as caught:
+        EventProducer(wrong)
+    assert time.monotonic() - began < 15  # not the connect timeout: the rejection ends the wait
+    message = str(caught.value)
+    assert message.startswith("Kafka authentication failed (") and "KAFKA_SASL_PASSWORD" in message
+    assert "not-the-password" not in message and "\n" not in message
 
 
 def test_a_collector_publishes_through_scram(scram: Settings) -> None:

@@ -9,12 +9,35 @@ turns it into exit code 2 with its one-line message).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import gc
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from pipelines.events import DeadLetter, Envelope, InvalidEvent
 from pipelines.wire import validate
+
+BULK_BYTES = 1 << 20
+
+
+@contextmanager
+def gc_paused(data: object) -> Iterator[None]:
+    """Pause the cyclic garbage collector while a large input (≥ 1 MiB) is parsed.
+
+    Parsing builds millions of small acyclic objects that stay alive until the result is returned;
+    the collector would traverse them again and again (measured: 3/4 of the time of a 60k-job
+    sacct file, 2/3 of the decoding of a query_range answer). Nothing parsed here forms reference
+    cycles, so pausing changes no result; the previous state is restored on exit."""
+    size = len(data) if isinstance(data, bytes | bytearray | str) else 0
+    pause = size >= BULK_BYTES and gc.isenabled()
+    if pause:
+        gc.disable()
+    try:
+        yield
+    finally:
+        if pause:
+            gc.enable()
 
 
 class NotThisFormat(ValueError):

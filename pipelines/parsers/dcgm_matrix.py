@@ -1,9 +1,13 @@
 """The fast path of :func:`pipelines.parsers.dcgm.parse_query_range`: a clean ``query_range`` answer → columns.
 
-A Prometheus ``matrix`` answer is decoded once with orjson; each series' points become two numpy
-arrays (times, values) checked and converted as a whole (the rules of :func:`dcgm.convert`), and
-each node's series are laid into one (time × GPU) matrix per field. Events are rows of those
-matrices: no object per sample or per point, and raw text is never built.
+A Prometheus ``matrix`` answer's points are read without a Python object per point
+(:func:`scan`): every ``"values"`` array is cut out of the bytes, what is left (the labels) is
+decoded with orjson, and the points, laid out as two-column CSV by byte replacement, are read by
+Arrow's CSV reader into two float arrays. An answer the scan cannot take exactly (any point not
+in the form Prometheus writes) is decoded whole with orjson instead, series by series. The points
+are then checked and converted per field as a whole (the rules of :func:`dcgm.convert`), and each
+node's series are laid into one (time × GPU) matrix per field. Events are rows of those matrices:
+raw text is never built.
 
 It takes only answers where nothing needs a reason: every series placeable, every point a
 ``[number, "float"]`` pair with a time in range, every value within its field's range, no repeated
@@ -14,18 +18,19 @@ the record-by-record path runs, which dead-letters exactly what is wrong.
 
 from __future__ import annotations
 
+import io
 import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from pipelines.events import event_id
 from pipelines.gpu_columns import INTS, GpuColumns, build_event
-from pipelines.parsers.base import ParseResult
+from pipelines.parsers.base import ParseResult, gc_paused
 from pipelines.times import from_epoch
 
 Array = np.ndarray[Any, np.dtype[Any]]
@@ -35,6 +40,12 @@ VALUE = r"[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|[Ii]nf|NaN|nan)"
 _FLOATS = re.compile(f"(?:{VALUE}(?:\n{VALUE})*)?")
 _MIN_S, _MAX_S = -62135596800.0, 253402300799.0  # what datetime holds (years 1 to 9999)
 META = ("index", "model", "mig_profile", "namespace", "pod", "container", "hpc_job")
+# the scan: a series' points array (after ``{`` or ``,``, so never inside an escaped key) and the
+# characters of a point's time and value
+_POINTS = b'"values":['
+_NUMBER = b"0123456789.eE+-NaIinf"
+_DIGIT = np.zeros(256, dtype=bool)
+_DIGIT[list(b"0123456789")] = True
 
 
 @dataclass
@@ -57,10 +68,11 @@ class Layout:
     nodes: dict[str, _Node] = field(default_factory=dict)
     infos: dict[tuple[tuple[str, str], ...], int] = field(default_factory=dict)  # labels -> index in described
     described: list[Any] = field(default_factory=list)
-    # per series: (gpu column, label set index, field, times, values as text)
-    series: list[tuple[int, int, str, list[float], list[str]]] = field(default_factory=list)
+    # per series: (gpu column, label set index, field, times, values): lists of floats and texts as
+    # read from text, or float arrays already read and checked by :func:`scan`
+    series: list[tuple[int, int, str, Points, Points]] = field(default_factory=list)
 
-    def place(self, name: str, labels: tuple[tuple[str, str], ...], times: list[float], values: list[str]) -> bool:
+    def place(self, name: str, labels: tuple[tuple[str, str], ...], times: Points, values: Points) -> bool:
         """One series (labels sorted, without ``__name__``); False when anything about it needs a reason."""
         if name not in self.fields:
             return True  # a well-formed series of no interest
@@ -69,7 +81,7 @@ class Layout:
             ident = self.infos[labels] = len(self.described)
             self.described.append(self.describe(dict(labels), self.hint))
         info = self.described[ident]
-        if isinstance(info, str) or len(set(times)) != len(times):
+        if isinstance(info, str) or _repeats(times):
             return False  # cannot be placed, or a time twice: the slow path says why
         node = self.nodes.setdefault(info.host, _Node())
         node.series.append(len(self.series))
@@ -98,12 +110,16 @@ class Layout:
         for i, (_, _, name, _, _) in enumerate(self.series):
             by_name.setdefault(name, []).append(i)
         for name, members in by_name.items():
-            texts = [v for i in members for v in self.series[i][4]]
-            times = np.array([t for i in members for t in self.series[i][3]], dtype=np.float64)
-            if not floats(texts) or not valid_times(times):
-                return None
+            parts = [self.series[i][4] for i in members]
             try:
-                values = _convert(self.fields[name][1], np.array(texts, dtype=np.float64), self.blank)
+                if isinstance(parts[0], np.ndarray):  # read and checked by the scan
+                    raw = np.concatenate(parts)
+                else:
+                    texts = [v for part in parts for v in cast(list[str], part)]  # as read from text
+                    if not floats(texts) or not valid_times(_joined([self.series[i][3] for i in members])):
+                        return None
+                    raw = np.array(texts, dtype=np.float64)
+                values = _convert(self.fields[name][1], raw, self.blank)
             except ValueError:
                 return None
             if values is None:
@@ -126,6 +142,105 @@ def floats(values: list[str] | tuple[str, ...]) -> bool:
     return _FLOATS.fullmatch(text) is not None and (bool(text) or not values)  # [""]: one empty value
 
 
+Points = list[float] | list[str] | Array
+
+
+def _joined(parts: list[Points]) -> Array:
+    """Series' times (or values) end to end, as one float array."""
+    if parts and isinstance(parts[0], np.ndarray):
+        return np.concatenate(parts)
+    return np.array([t for part in parts for t in part], dtype=np.float64)
+
+
+def _repeats(times: Points) -> bool:
+    """A time appears twice in the series."""
+    if isinstance(times, np.ndarray):
+        return bool(len(times) > 1 and not (np.diff(times) > 0).all() and len(np.unique(times)) != len(times))
+    return len(set(times)) != len(times)
+
+
+def scan(answer: bytes) -> tuple[Any, list[Array], list[Array]] | None:
+    """A matrix answer as (the answer with every series' points left out, each series' times, each
+    series' values), with no Python object per point; ``None`` when any point is not exactly in the
+    form Prometheus writes (``[<JSON number>,"<float>"]``, no spaces), a value is NaN or infinite,
+    or the answer is not a matrix of ``{"metric", "values"}`` series. Then the answer is decoded
+    with orjson as a whole, which says what is wrong."""
+    import orjson
+    import pyarrow as pa
+    from pyarrow import ArrowException, csv
+
+    rest: list[bytes] = []
+    lines: list[bytes] = []
+    counts: list[int] = []
+    start = 0
+    at = answer.find(_POINTS)
+    while at >= 0:
+        first = at + len(_POINTS) - 1
+        end = answer.find(b"]]", first) + 2
+        if end < 2 or answer[first + 1 : first + 2] != b"[" or answer[at - 1 : at] not in (b"{", b","):
+            return None
+        at = answer.find(_POINTS, end)
+        rest += (answer[start:first], b"[]")
+        region = answer[first + 2 : end - 2]
+        lines += (b"\n", region)
+        counts.append(region.count(b"],[") + 1)
+        start = end
+    rest.append(answer[start:])
+    text = b"".join(lines).replace(b"],[", b"\n")
+    total = sum(counts)
+    if not counts or text.translate(None, _NUMBER) != b'\n,""' * total or _not_json_time(text):
+        return None
+    try:
+        obj = orjson.loads(b"".join(rest))
+        table = csv.read_csv(
+            io.BytesIO(text),
+            read_options=csv.ReadOptions(column_names=["t", "v"], block_size=1 << 24),
+            convert_options=csv.ConvertOptions(
+                column_types={"t": pa.float64(), "v": pa.float64()},
+                null_values=[],
+                strings_can_be_null=False,
+                quoted_strings_can_be_null=False,
+            ),
+        )
+    except (orjson.JSONDecodeError, ArrowException):
+        return None
+    times, values = table.column("t").to_numpy(), table.column("v").to_numpy()
+    data = obj.get("data") if isinstance(obj, dict) and obj.get("status") == "success" else None
+    result = data.get("result") if isinstance(data, dict) and data.get("resultType") == "matrix" else None
+    if (
+        not isinstance(result, list)
+        or len(result) != len(counts)
+        or len(times) != total
+        or not np.isfinite(values).all()
+        or not valid_times(times)
+        or not all(isinstance(series, dict) and series.keys() == {"metric", "values"} for series in result)
+        or any(series["values"] != [] for series in result)
+    ):
+        return None
+    ends = np.cumsum(counts)[:-1]
+    return result, np.split(times, ends), np.split(values, ends)
+
+
+def _not_json_time(text: bytes) -> bool:
+    """A point's time (each line ``\\n<time>,"<value>"``) in a form a float reader takes but a JSON
+    number cannot have: +5, .5, -.5, 05, 5., 1.e5 (a value such as "5." or "1.e5", which Prometheus
+    never writes, only costs the scan). Vectorised: a few passes over the bytes."""
+    chars = np.frombuffer(text + b"\n", dtype=np.uint8)
+    digit = _DIGIT[chars]
+    starts = np.flatnonzero(chars == ord("\n"))[:-1] + 1
+    signed = chars[starts] == ord("-")
+    starts[signed] += 1
+    zero = chars[starts] == ord("0")
+    dots = np.flatnonzero(chars == ord("."))
+    commas = np.flatnonzero(chars == ord(","))
+    return bool(
+        not digit[starts].all()
+        or digit[starts[zero] + 1].any()
+        or not digit[dots + 1].all()
+        or not digit[commas - 1].all()
+    )
+
+
 def read(
     answer: bytes | str,
     *,
@@ -139,17 +254,24 @@ def read(
     """Events of a clean matrix answer, or ``None`` (let the record-by-record path read it)."""
     import orjson
 
-    try:
-        obj = orjson.loads(answer)
-    except orjson.JSONDecodeError:
-        return None
-    data = obj.get("data") if isinstance(obj, dict) and obj.get("status") == "success" else None
-    if not isinstance(data, dict) or data.get("resultType") != "matrix" or not isinstance(data.get("result"), list):
-        return None
-    layout = Layout(node, fields, describe, blank)
-    if not all(_add(series, layout) for series in data["result"]):
-        return None
-    return layout.result(cluster, interval_s, from_epoch)  # in range: checked before
+    with gc_paused(answer):
+        layout = Layout(node, fields, describe, blank)
+        scanned = scan(answer.encode() if isinstance(answer, str) else answer)
+        if scanned is not None:
+            result, times, values = scanned
+            if not all(_place(s["metric"], t, v, layout) for s, t, v in zip(result, times, values, strict=True)):
+                return None
+            return layout.result(cluster, interval_s, from_epoch)  # in range: checked by the scan
+        try:
+            obj = orjson.loads(answer)
+        except orjson.JSONDecodeError:
+            return None
+        data = obj.get("data") if isinstance(obj, dict) and obj.get("status") == "success" else None
+        if not isinstance(data, dict) or data.get("resultType") != "matrix" or not isinstance(data.get("result"), list):
+            return None
+        if not all(_add(series, layout) for series in data["result"]):
+            return None
+        return layout.result(cluster, interval_s, from_epoch)  # in range: checked before
 
 
 def read_by_node(
@@ -213,10 +335,17 @@ def _add(series: Any, layout: Layout) -> bool:
     if not set(map(type, ts)) <= {int, float} or set(map(type, vs)) != {str} or not floats(vs):
         return False  # the points of series gpuledger does not read are checked too, as the slow path does
     times = [float(t) for t in ts]
-    if not valid_times(np.array(times)) or set(map(type, metric.values())) - {str}:
+    if not valid_times(np.array(times)):
+        return False
+    return _place(metric, times, list(vs), layout)
+
+
+def _place(metric: Any, times: Points, values: Points, layout: Layout) -> bool:
+    """A series' labels checked and sorted, and the series placed in ``layout``."""
+    if not isinstance(metric, dict) or set(map(type, metric.values())) - {str}:
         return False
     labels = tuple(sorted((k, v) for k, v in metric.items() if k != "__name__"))
-    return layout.place(metric.get("__name__", ""), labels, times, list(vs))
+    return layout.place(metric.get("__name__", ""), labels, times, values)
 
 
 def _convert(kind: str, v: Array, blank: Callable[[str, float], bool]) -> Array | None:
@@ -260,7 +389,7 @@ def _events(
 ) -> list[Any] | None:
     members = node.series
     lengths = [len(layout.series[i][3]) for i in members]
-    all_times = np.array([t for i in members for t in layout.series[i][3]], dtype=np.float64)
+    all_times = _joined([layout.series[i][3] for i in members])
     times = np.unique(all_times)
     n_t, n_g = len(times), len(node.gpus)
     cells = np.searchsorted(times, all_times) * n_g + np.repeat([layout.series[i][0] for i in members], lengths)

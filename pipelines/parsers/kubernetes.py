@@ -45,7 +45,7 @@ from typing import Any
 
 import orjson
 
-from pipelines.parsers.base import NotThisFormat, ParseResult
+from pipelines.parsers.base import NotThisFormat, ParseResult, gc_paused
 from pipelines.parsers.kubernetes_dra import LIST_KINDS, is_dra_object
 from pipelines.parsers.kubernetes_nodes import is_node, node_state
 from pipelines.parsers.kubernetes_tracker import SOURCE, TOPIC, WATCH_TYPES, DeviceMap, PodTracker
@@ -54,7 +54,6 @@ from pipelines.parsers.sched_events import (
     add_record_events,
     as_dict,
     decode_text,
-    gc_paused,
     hint_time,
     raw_text,
 )

@@ -11,9 +11,7 @@ later one gives two distinct ids (one per type).
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -37,26 +35,6 @@ RECORD_ERRORS: tuple[type[Exception], ...] = (
 )
 
 TYPE_ORDER = {"allocation.pending": 0, "allocation.running": 1, "allocation.ended": 2}
-BULK_BYTES = 1 << 20
-
-
-@contextmanager
-def gc_paused(data: object) -> Iterator[None]:
-    """Pause the cyclic garbage collector while a large input (≥ 1 MiB) is parsed.
-
-    Parsing builds millions of small acyclic objects that stay alive until the result is returned;
-    the collector would traverse them again and again (measured: 3/4 of the time of a 60k-job
-    sacct file). Nothing parsed here forms reference cycles, so pausing changes no result; the
-    previous state is restored on exit."""
-    size = len(data) if isinstance(data, bytes | bytearray | str) else 0
-    pause = size >= BULK_BYTES and gc.isenabled()
-    if pause:
-        gc.disable()
-    try:
-        yield
-    finally:
-        if pause:
-            gc.enable()
 
 
 def decode_text(data: bytes | str, what: str) -> str:

@@ -47,13 +47,12 @@ import orjson
 
 from pipelines import topics
 from pipelines.parsers import slurm_fields as f
-from pipelines.parsers.base import NotThisFormat, ParseResult
+from pipelines.parsers.base import NotThisFormat, ParseResult, gc_paused
 from pipelines.parsers.sched_events import (
     RECORD_ERRORS,
     add_record_events,
     allocation_envelope,
     decode_text,
-    gc_paused,
     hint_time,
     raw_text,
 )

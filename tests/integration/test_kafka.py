@@ -17,8 +17,8 @@ from kafka.partitioner.default import murmur2
 
 from infra.kafka.broker import end_offsets, ensure_topics
 from pipelines import events as ev
-from pipelines import wire
 from pipelines import producer as producer_module
+from pipelines import wire
 from pipelines.errors import PublishError
 from pipelines.producer import EventProducer
 from pipelines.settings import Settings

@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bench.load import Load
+from bench.sources import SELECTED, query_range_answer
 from bench.sources import exposition as bench_exposition
-from bench.sources import query_range_answer
 from pipelines.gpu_columns import GpuColumnsEvent
 from pipelines.parsers import dcgm, dcgm_matrix, dcgm_text
 from pipelines.parsers.base import ParseResult
@@ -277,3 +277,79 @@ def test_the_joined_check_of_values_is_the_check_of_each(values: list[str]) -> N
     value anywhere, the last one included, is not a float)."""
     one = re.compile(dcgm_matrix.VALUE)
     assert dcgm_matrix.floats(values) == all(one.fullmatch(v) for v in values)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(answer=answers() | answers(CLEAN))
+def test_the_scan_reads_the_points_orjson_reads(answer: dict[str, Any]) -> None:
+    """Where the byte scan takes an answer, its series, times and values are those of decoding it
+    whole; it declines any answer with a point it cannot read exactly (then orjson decodes it)."""
+    body = orjson.dumps(answer)
+    scanned = dcgm_matrix.scan(body)
+    points = [s["values"] for s in answer["data"]["result"]]
+    exact = all(
+        isinstance(p, list)
+        and len(p) == 2
+        and type(p[0]) in (int, float)
+        and isinstance(p[1], str)
+        and re.fullmatch(dcgm_matrix.VALUE, p[1])
+        and p[1].lower() not in ("nan", "+inf", "-inf", "inf")
+        and -62135596800 <= p[0] <= 253402300799
+        for series in points
+        for p in series
+    ) and all(points)
+    assert (scanned is not None) == exact
+    if scanned is not None:
+        series, times, values = scanned
+        assert [s["metric"] for s in series] == [s["metric"] for s in answer["data"]["result"]]
+        assert [t.tolist() for t in times] == [[float(p[0]) for p in s] for s in points]
+        assert [v.tolist() for v in values] == [[float(p[1]) for p in s] for s in points]
+
+
+def test_a_prometheus_answer_takes_the_scan() -> None:
+    body = query_range_answer(Load(3, 30, node_prefix="m"), 5)
+    scanned = dcgm_matrix.scan(body)
+    assert scanned is not None and len(scanned[0]) == 3 * 8 * len(SELECTED)
+    assert all(len(t) == 5 for t in scanned[1])
+
+
+GOOD = (
+    b'{"status":"success","data":{"resultType":"matrix","result":[{"metric":{"__name__":"DCGM_FI_DEV_GPU_UTIL",'
+    b'"gpu":"0","UUID":"GPU-0","Hostname":"n1"},"values":[[1762077600,"5"],[1762077630.5,"7.25"]]}]}}'
+)
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        (b"[1762077600,", b"[+1762077600,"),  # JSON numbers have no plus sign
+        (b"[1762077600,", b"[.5,"),
+        (b"[1762077600,", b"[-.5,"),
+        (b"[1762077600,", b"[01762077600,"),  # nor a leading zero
+        (b"[1762077600,", b"[1762077600.,"),
+        (b"[1762077600,", b"[1.e9,"),
+        (b"[1762077600,", b"[1762077600 ,"),
+        (b"[1762077600,", b'["1762077600",'),
+        (b'"5"]', b'"NaN"]'),  # read by the whole decode (missing value), not by the scan
+        (b'"5"]', b'"+Inf"]'),
+        (b'"5"]', b'"Infinity"]'),
+        (b'"5"]', b'""]'),
+        (b'"5"]', b"5]"),
+        (b'"5"]', b'"5","6"]'),
+        (b'"values":[[', b'"values":[ ['),
+        (b'"values":[[1762077600,"5"],[1762077630.5,"7.25"]]', b'"values":[]'),
+        (b'"values":[[1762077600,"5"],[1762077630.5,"7.25"]]', b'"values":[[1762077600,"5"]],"more":1'),
+        (b'"Hostname":"n1"', b'"Hostname":"n1\\",\\"values\\":[[1,\\"2\\"]]'),
+        (b'"matrix"', b'"vector"'),
+    ],
+)
+def test_the_scan_declines_what_it_cannot_read_exactly(old: bytes, new: bytes) -> None:
+    assert dcgm_matrix.scan(GOOD) is not None
+    body = GOOD.replace(old, new, 1)
+    assert body != GOOD
+    assert dcgm_matrix.scan(body) is None
+    try:
+        decoded: object = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return
+    assert outcome(dcgm.parse_query_range(body, cluster="c1")) == outcome(dcgm.parse_query_range(decoded, cluster="c1"))

@@ -7,8 +7,8 @@ poll). Rate = GPU-samples (events × GPUs in them), or records for a source that
 ÷ (parse + publish seconds).
 
 * ``dcgm_query_range`` — one ``query_range`` answer (``dcgm.parse_query_range`` from the answer's
-  bytes, which it decodes with orjson) of every metric the collector selects that dcgm-exporter
-  exports by default, for ``nodes`` × 8 GPUs over ``points`` steps of 30 s: one poll of
+  bytes, which its scan reads without a Python object per point) of every metric the collector
+  selects that dcgm-exporter exports by default, for ``nodes`` × 8 GPUs over ``points`` steps of 30 s: one poll of
   ``gpuledger collect dcgm --prometheus`` catching up.
 * ``dcgm_exposition`` — per scrape round, one ``/metrics`` body per node with dcgm-exporter's
   default counters (HELP/TYPE lines, unread counters included, no timestamps), each through

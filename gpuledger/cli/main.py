@@ -89,7 +89,7 @@ EXTRAS = {
     "dagster_webserver": "dagster",
     "fastapi": "serve",
     "uvicorn": "serve",
-    "pyarrow": "serve, collect, stream or dagster",
+    "pyarrow": "serve, stream or dagster",
     "prometheus_api_client": "collect",
     "kubernetes": "collect",
     "grpc": "collect",

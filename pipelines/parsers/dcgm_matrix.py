@@ -163,12 +163,15 @@ def scan(answer: bytes) -> tuple[Any, list[Array], list[Array]] | None:
     """A matrix answer as (the answer with every series' points left out, each series' times, each
     series' values), with no Python object per point; ``None`` when any point is not exactly in the
     form Prometheus writes (``[<JSON number>,"<float>"]``, no spaces), a value is NaN or infinite,
-    or the answer is not a matrix of ``{"metric", "values"}`` series. Then the answer is decoded
-    with orjson as a whole, which says what is wrong."""
+    or the answer is not a matrix of ``{"metric", "values"}`` series, and where pyarrow is not
+    installed. Then the answer is decoded with orjson as a whole, which says what is wrong."""
     import orjson
-    import pyarrow as pa
-    from pyarrow import ArrowException, csv
 
+    try:  # not in a collector-only install (the collect extra): orjson reads the answer there
+        import pyarrow as pa
+        from pyarrow import ArrowException, csv
+    except ImportError:
+        return None
     rest: list[bytes] = []
     lines: list[bytes] = []
     counts: list[int] = []

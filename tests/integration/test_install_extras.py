@@ -99,6 +99,7 @@ def test_the_collectors_help(collect_venv: Path, collector: str) -> None:
     ("source", "fixture"),
     [
         ("dcgm", "dcgm/exporter_4x_timestamps.prom"),
+        ("dcgm", "dcgm/query_range_two_labelsets.json"),  # without pyarrow: decoded by orjson
         ("slurm", "slurm/sacct_v0041.json"),
         ("kubernetes", "kubernetes/pods_snapshot.json"),
     ],

@@ -4,6 +4,7 @@ paths give, on any input."""
 from __future__ import annotations
 
 import re
+import sys
 from typing import Any
 
 import orjson
@@ -353,3 +354,13 @@ def test_the_scan_declines_what_it_cannot_read_exactly(old: bytes, new: bytes) -
     except orjson.JSONDecodeError:
         return
     assert outcome(dcgm.parse_query_range(body, cluster="c1")) == outcome(dcgm.parse_query_range(decoded, cluster="c1"))
+
+
+def test_without_pyarrow_the_answer_is_decoded_whole_with_the_same_events(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A collector-only install has no pyarrow: the scan declines and orjson reads the answer."""
+    body = query_range_answer(Load(2, 30, node_prefix="m"), 4)
+    with_scan = dcgm.parse_query_range(body, cluster="c1")
+    monkeypatch.setitem(sys.modules, "pyarrow", None)  # import pyarrow now raises ImportError
+    assert dcgm_matrix.scan(body) is None
+    without = dcgm.parse_query_range(body, cluster="c1")
+    assert outcome(without) == outcome(with_scan) and len(without.events) == 8

@@ -30,6 +30,7 @@ import orjson
 from bench.load import GPUS_PER_NODE, Load, allocation_message, sample_message
 from pipelines import events as ev
 from pipelines import wire
+from pipelines.gpu_columns import GpuColumns
 from pipelines.gpu_models import model_key
 from pipelines.parsers.registry import parse_manifest_entry
 from pipelines.simulator.simulate import simulate
@@ -77,7 +78,7 @@ def bench_load_histories(nodes: int, hours: float, interval_s: int = 30) -> dict
         for node in range(nodes):
             msg = wire.decode(sample_message(load, node, index))
             d = msg.data
-            assert isinstance(d, ev.GpuMetricsData)
+            assert isinstance(d, ev.GpuMetricsData | GpuColumns)
             out[d.node].rows += _sample_rows(msg.time.timestamp(), d.interval_s, d.gpus)
     for period in range(int(hours * 3600 // load.alloc_period_s) + 1):
         for node in range(nodes):

@@ -7,7 +7,6 @@
 from __future__ import annotations
 
 import bisect
-import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -15,6 +14,7 @@ from typing import Any
 
 from pipelines.events import AllocationData
 from pipelines.times import from_epoch
+from streams.attribution import fact_table
 from streams.attribution.core import (
     HOLD_INTERVALS,
     Conflict,
@@ -25,6 +25,7 @@ from streams.attribution.core import (
     Series,
     attribute_window_full,
 )
+from streams.attribution.fact_table import fact_id
 from streams.attribution.resolve import SlotMeta, to_placement
 
 DEFAULT_INTERVAL_S = 30.0
@@ -103,8 +104,13 @@ class NodeInputs:
 
 @dataclass
 class RangeResult:
-    facts: list[dict[str, Any]]
+    columns: fact_table.FactColumns  # the fact rows
     windows: dict[float, tuple[float, list[Conflict]]]  # window start → (physical GPUs, conflicts)
+
+    @property
+    def facts(self) -> list[dict[str, Any]]:
+        """The fact rows as dicts (``fact_dict``'s)."""
+        return self.columns.to_dicts()
 
 
 @dataclass(frozen=True)
@@ -273,7 +279,8 @@ def compute_range_scalar(
     inputs = inputs or NodeInputs()
     slots = _build_slots(samples)
     series = {slot: d.series for slot, d in slots.items()}
-    result = RangeResult([], {})
+    facts: list[dict[str, Any]] = []
+    windows: dict[float, tuple[float, list[Conflict]]] = {}
     down_cache: dict[str, list[tuple[float, float]]] = {}
     w0 = start
     while w0 < end:
@@ -292,10 +299,10 @@ def compute_range_scalar(
             node, w0, w1, gpus, core_placements, series, slots_of, down_cache, inputs.context(w0, w1)
         )
         window_start = from_epoch(w0)
-        result.facts.extend(fact_dict(cluster, w0, window_s, r, window_start) for r in window.rows)
-        result.windows[w0] = (window.physical_gpus, window.conflicts)
+        facts.extend(fact_dict(cluster, w0, window_s, r, window_start) for r in window.rows)
+        windows[w0] = (window.physical_gpus, window.conflicts)
         w0 = w1
-    return result
+    return RangeResult(fact_table.from_dicts(facts), windows)
 
 
 def _core_placements(
@@ -351,10 +358,3 @@ def fact_dict(
         "unobserved_seconds": r.unobserved_seconds,
         "energy_joules": r.energy_joules,
     }
-
-
-def fact_id(cluster: str, node: str, w0: float, slot: str, kind: str, scheduler: str, job_id: str, attempt: int) -> str:
-    """``event_id("fact", cluster, node, float(w0), slot, kind, scheduler, job_id, attempt)``, spelled out
-    because it runs once per fact row; ``float(w0)`` gives one id whether w0 came as int or float."""
-    text = "\x1f".join(("fact", cluster, node, repr(float(w0)), slot, kind, scheduler, job_id, str(attempt)))
-    return hashlib.sha256(text.encode()).hexdigest()[:32]

@@ -13,6 +13,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
+
+from pipelines.times import from_epoch
+from streams.attribution import fact_table
 from streams.attribution.core import Conflict
 
 Row = dict[str, Any]
@@ -25,7 +30,7 @@ class NodeFacts:
     cluster: str
     node: str
     windows: Sequence[datetime]
-    facts: list[dict[str, Any]]
+    facts: fact_table.FactColumns | Sequence[dict[str, Any]]  # or the rows as dicts
     closed_until: datetime
     processed_seq: int
     # per window start: the node's physical GPUs and the claims beyond them
@@ -37,7 +42,7 @@ class NodeFacts:
 class FactRows:
     """The rows of one step, per table."""
 
-    facts: list[Row] = field(default_factory=list)
+    facts: pa.Table = field(default_factory=lambda: fact_table.EMPTY)  # with the version column
     windows: list[Row] = field(default_factory=list)
     conflicts: list[Row] = field(default_factory=list)
     progress: list[Row] = field(default_factory=list)
@@ -47,18 +52,14 @@ def fact_rows(batch: Sequence[NodeFacts], version: int) -> FactRows:
     """Every row of ``batch`` with ``version``: every fact row is capacity (a node-level slot ""
     holds exactly what it allocates), so a window's capacity is the sum of its facts."""
     out = FactRows()
+    parts: list[fact_table.FactColumns] = []
     for item in batch:
-        per_window: dict[datetime, float] = {w: 0.0 for w in item.windows}
-        counts: dict[datetime, int] = {w: 0 for w in item.windows}
-        for f in item.facts:
-            f["version"] = version
-            per_window[f["window_start"]] = per_window.get(f["window_start"], 0.0) + float(f["gpu_seconds"])
-            counts[f["window_start"]] = counts.get(f["window_start"], 0) + 1
-        out.facts.extend(item.facts)
+        facts = item.facts if isinstance(item.facts, fact_table.FactColumns) else fact_table.from_dicts(item.facts)
+        parts.append(facts)
         inventory = item.inventory or {}
-        for w in sorted(per_window):
+        for w, capacity, rows in _per_window(item.windows, facts):
             physical, found = inventory.get(w, (0.0, []))
-            out.windows.append(_window_row(item, w, version, per_window[w], counts[w], physical, found))
+            out.windows.append(_window_row(item, w, version, capacity, rows, physical, found))
             out.conflicts.extend(_conflict_row(item, w, version, c) for c in found)
         out.progress.append(
             {
@@ -69,7 +70,20 @@ def fact_rows(batch: Sequence[NodeFacts], version: int) -> FactRows:
                 "version": version,
             }
         )
+    out.facts = fact_table.table(parts, version)
     return out
+
+
+def _per_window(windows: Sequence[datetime], facts: fact_table.FactColumns) -> list[tuple[datetime, float, int]]:
+    """Each window's capacity (its facts' GPU-seconds, summed in row order) and fact rows, in time
+    order: the node's windows and any other window a fact names."""
+    at = fact_table.micros(np.array([w.timestamp() for w in windows], dtype=np.float64))
+    keys, inverse = np.unique(np.concatenate([at, facts.columns["window_start"]]), return_inverse=True)
+    rows_of = inverse[len(at) :]
+    capacity = np.bincount(rows_of, weights=facts.columns["gpu_seconds"], minlength=keys.size)
+    counts = np.bincount(rows_of, minlength=keys.size)
+    starts = [from_epoch(k / 1e6) for k in keys.tolist()]
+    return list(zip(starts, capacity.tolist(), counts.tolist(), strict=True))
 
 
 def _window_row(

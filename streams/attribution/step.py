@@ -31,6 +31,7 @@ from pipelines.events import one_line
 from pipelines.settings import Settings
 from pipelines.times import floor_seconds, from_epoch
 from streams.attribution import inputs
+from streams.attribution.fact_table import FactColumns
 from streams.attribution.inputs import LOOKBACK_S, StepMemory, between
 from streams.attribution.node_range import INVENTORY_HORIZON_S, SampleColumns
 from streams.attribution.ranges import compute_range_full
@@ -264,9 +265,9 @@ def _compute_group(
         if key in quarantined:
             del quarantined[key]
             changes.append(Quarantine(cluster, p.node, "", p.input_seq, from_epoch(time.time())))
-        batch.append(_node_facts(p, settings.window_seconds, result.facts, result.windows))
+        batch.append(_node_facts(p, settings.window_seconds, result.columns, result.windows))
         report.windows += len(batch[-1].windows)
-        report.facts += len(result.facts)
+        report.facts += len(result.columns)
     wh.write_fact_batch(batch)
     if changes:
         wh.write_quarantine(changes)
@@ -274,7 +275,7 @@ def _compute_group(
     return {(c.cluster, c.node) for c in changes if c.reason}
 
 
-def _node_facts(p: Plan, w: int, facts: list[dict[str, Any]], windows: dict[float, Any]) -> NodeFacts:
+def _node_facts(p: Plan, w: int, facts: FactColumns, windows: dict[float, Any]) -> NodeFacts:
     starts = [from_epoch(t) for t in _frange(p.start, p.end, w)]
     inventory = {from_epoch(t): v for t, v in windows.items()}
     return NodeFacts(p.cluster, p.node, starts, facts, from_epoch(p.end), p.processed_seq, inventory, w)

@@ -13,7 +13,7 @@ ambiguous GPU indices, mapping labels, unbound GPUs, conflicts) falls back to th
 
 Modules: ``vector_series`` (samples as arrays, the core's integrals over many intervals),
 ``vector_view`` (which GPUs each window has, in what order), ``vector_sweep`` (a GPU's windows
-swept at once), ``vector_facts`` (the warehouse's dicts and fact ids).
+swept at once), ``vector_facts`` (the facts table and its fact ids).
 """
 
 from __future__ import annotations
@@ -22,10 +22,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from pipelines.events import AllocationData
+from streams.attribution import fact_table
 from streams.attribution.core import Conflict, Owner
 from streams.attribution.node_range import NodeInputs, RangeResult, SampleColumns
 from streams.attribution.resolve import SlotMeta, to_placement
-from streams.attribution.vector_facts import facts_of
+from streams.attribution.vector_facts import columns_of
 from streams.attribution.vector_series import NodeSeries, build_series, has_mig
 from streams.attribution.vector_sweep import Rows, attribute, node_slot_rows
 from streams.attribution.vector_view import Claim, NodeView, window_edges
@@ -48,7 +49,7 @@ def compute_range_vector(
         return None
     win = window_edges(start, end, window_s)
     if not win.count:
-        return RangeResult([], {})
+        return RangeResult(fact_table.EMPTY, {})
     last = float(win.ends[-1])
     spans = inputs.replicas(start, last)
     if len(spans) != 1:
@@ -67,7 +68,7 @@ def compute_range_vector(
     windows: dict[float, tuple[float, list[Conflict]]] = {
         w0: (p, []) for w0, p in zip(win.starts.tolist(), physical.tolist(), strict=True)
     }  # no conflict: the cover has none
-    return RangeResult(facts_of(cluster, node, window_s, view, rows), windows)
+    return RangeResult(columns_of(cluster, node, window_s, view, rows), windows)
 
 
 def _gpu_indices(series: NodeSeries | None, inputs: NodeInputs) -> dict[str, SlotMeta] | None:

@@ -1,10 +1,10 @@
-"""Fact rows of the vectorised attribution, from columns to the warehouse's dicts.
+"""Fact rows of the vectorised attribution, from its arrays to ``fact_table.FactColumns``.
 
 The rows come out in the core's order (per window: each GPU in the window's GPU order with its
 allocated rows in placement order, then its unavailable row; the unallocated rows; the node-level
-slot), as the same dicts with the same fact ids as ``compute.fact_dict``. Per window its start
-(datetime and the ``repr`` in the fact id) is built once, and per owner a dict of the columns its
-rows share, copied per row.
+slot), with the same values and fact ids as ``node_range.fact_dict``. Every column is taken from
+a short list (the windows, the GPUs, the models, the kinds, the owners) by index; only the fact
+ids are built row by row, from each window's and each owner's part of the hashed text.
 """
 
 from __future__ import annotations
@@ -14,64 +14,72 @@ from typing import Any
 
 import numpy as np
 
-from pipelines.times import from_epoch
+from streams.attribution import fact_table
 from streams.attribution.core import NODE_SLOT, Owner
-from streams.attribution.vector_sweep import ALLOCATED, UNAVAILABLE, Rows
+from streams.attribution.vector_sweep import ALLOCATED, UNALLOCATED, UNAVAILABLE, Rows
 from streams.attribution.vector_view import NodeView
 
-KINDS = {ALLOCATED: "allocated", UNAVAILABLE: "unavailable"}
-FACT_KEYS = ("fact_id", "cluster", "window_start", "window_seconds", "node", "gpu_uuid", "slot", "gpu_model", "kind",
-             "scheduler", "job_id", "logical_job", "attempt", "namespace", "account", "user", "queue",
-             "workload_kind", "team_label", "model", "gpu_seconds", "busy_seconds", "unobserved_seconds",
-             "energy_joules")  # fmt: skip
+KIND_NAMES = {ALLOCATED: "allocated", UNAVAILABLE: "unavailable", UNALLOCATED: "unallocated"}
 OWNER_KEYS = ("scheduler", "job_id", "logical_job", "attempt", "namespace", "account", "user", "queue",
               "workload_kind", "team_label", "model")  # fmt: skip
+NO_OWNER = ("", "", "", 0, "", "", "", "", "", "", "")
 
 
-def facts_of(cluster: str, node: str, window_s: int, view: NodeView, rows: Rows) -> list[dict[str, Any]]:
-    """The rows as ``compute.fact_dict`` dicts, in the core's order."""
+def columns_of(cluster: str, node: str, window_s: int, view: NodeView, rows: Rows) -> fact_table.FactColumns:
+    """The rows as ``fact_table.FactColumns``, in the core's order."""
     if not rows.chunks:
-        return []
+        return fact_table.EMPTY
     order = np.lexsort((rows.column("sub"), rows.column("rank"), rows.column("section"), rows.column("window")))
-    cols = [
-        rows.column(name)[order].tolist()
-        for name in ("window", "gpu", "model", "kind", "owner", "gpu_seconds", "busy", "unobserved", "energy")
+    window = rows.column("window")[order].astype(np.int64)
+    gpu = rows.column("gpu")[order].astype(np.int64)
+    slot = np.where(gpu < 0, len(view.uuids), gpu)  # the node-level slot after the GPUs
+    code = rows.column("kind")[order].astype(np.int64)
+    kind = np.where((code == ALLOCATED) | (code == UNAVAILABLE), code, UNALLOCATED)
+    # owners: each claim's rank → its place in ``owners``, the rows of no claim (-1) → the last
+    owners: list[Owner | None] = [c.owner for c in view.claims]
+    ranks = np.array([c.rank for c in view.claims], dtype=np.int64)
+    rank = rows.column("owner")[order].astype(np.int64)
+    owner = np.full(rank.size, len(owners), dtype=np.int64)
+    if ranks.size:
+        sorter = np.argsort(ranks, kind="stable")
+        at = np.minimum(np.searchsorted(ranks, rank, sorter=sorter), ranks.size - 1)
+        found = ranks[sorter[at]] == rank
+        owner[found] = sorter[at][found]
+    owners.append(None)
+    values = [NO_OWNER if o is None else _owner_values(o) for o in owners]
+    starts = view.win.starts
+    slots = [*view.uuids, NODE_SLOT]
+    kinds = [KIND_NAMES[k] for k in (ALLOCATED, UNAVAILABLE, UNALLOCATED)]
+    prefix = [fact_table.window_prefix(cluster, node, w0) for w0 in starts.tolist()]
+    middle = [[f"{s}\x1f{k}" for k in kinds] for s in slots]
+    suffix = [fact_table.owner_suffix(v[0], v[1], v[3]) for v in values]
+    sha = hashlib.sha256  # ``fact_table.hashed``, inlined: it runs once per row
+    ids = [
+        sha(f"{prefix[w]}{middle[s][k]}{suffix[o]}".encode()).hexdigest()[:32]
+        for w, s, k, o in zip(window.tolist(), slot.tolist(), kind.tolist(), owner.tolist(), strict=True)
     ]
-    starts = view.win.starts.tolist()
-    when = [from_epoch(w0) for w0 in starts]
-    prefix = [f"fact\x1f{cluster}\x1f{node}\x1f{float(w0)!r}\x1f" for w0 in starts]
-    bases = {c.rank: _base(cluster, node, window_s, c.owner) for c in view.claims}
-    bases[-1] = _base(cluster, node, window_s, None)
-    uuids = [*view.uuids, NODE_SLOT]  # gpu -1: the node-level slot
-    models = view.models
-    out: list[dict[str, Any]] = []
-    for k, g, m, kind_code, o, gpu_s, busy, unobserved, energy in zip(*cols, strict=True):
-        uuid = uuids[g]
-        kind = KINDS.get(kind_code, "unallocated")
-        row = bases[o].copy()  # the owner's columns; then what differs per row
-        row["fact_id"] = hashlib.sha256(
-            f"{prefix[k]}{uuid}\x1f{kind}\x1f{row['scheduler']}\x1f{row['job_id']}\x1f{row['attempt']}".encode()
-        ).hexdigest()[:32]
-        row["window_start"] = when[k]
-        row["gpu_uuid"] = row["slot"] = uuid
-        row["gpu_model"] = models[m]
-        row["kind"] = kind
-        row["gpu_seconds"] = gpu_s
-        row["busy_seconds"] = busy
-        row["unobserved_seconds"] = unobserved
-        row["energy_joules"] = energy
-        out.append(row)
-    return out
+    n = order.size
+    slot_text = np.array(slots, dtype=object)[slot]
+    columns: dict[str, np.ndarray[Any, Any]] = {
+        "fact_id": np.array(ids, dtype=object),
+        "cluster": np.full(n, cluster, dtype=object),
+        "window_start": fact_table.micros(starts)[window],
+        "window_seconds": np.full(n, window_s, dtype=np.uint32),
+        "node": np.full(n, node, dtype=object),
+        "gpu_uuid": slot_text,
+        "slot": slot_text,
+        "gpu_model": np.array(list(view.models), dtype=object)[rows.column("model")[order].astype(np.int64)],
+        "kind": np.array(kinds, dtype=object)[kind],
+    }
+    by_owner = np.array(values, dtype=object)[owner]  # one row per fact, the owner's columns
+    for i, name in enumerate(OWNER_KEYS):
+        columns[name] = by_owner[:, i] if name != "attempt" else by_owner[:, i].astype(np.uint16)
+    for name, source in (("gpu_seconds", "gpu_seconds"), ("busy_seconds", "busy"),
+                         ("unobserved_seconds", "unobserved"), ("energy_joules", "energy")):  # fmt: skip
+        columns[name] = rows.column(source)[order].astype(np.float64)
+    return fact_table.FactColumns(columns)
 
 
-def _base(cluster: str, node: str, window_s: int, o: Owner | None) -> dict[str, Any]:
-    """A fact dict with the columns one owner's rows share, in ``compute.fact_dict``'s key order."""
-    row: dict[str, Any] = dict.fromkeys(FACT_KEYS)
-    row.update(cluster=cluster, window_seconds=window_s, node=node)
-    if o is None:
-        row.update(dict(zip(OWNER_KEYS, ("", "", "", 0, "", "", "", "", "", "", ""), strict=True)))
-    else:
-        values = (o.scheduler, o.job_id, o.logical_job, o.attempt, o.namespace, o.account, o.user, o.queue,
-                  o.workload_kind, o.team_label, o.model)  # fmt: skip
-        row.update(dict(zip(OWNER_KEYS, values, strict=True)))
-    return row
+def _owner_values(o: Owner) -> tuple[Any, ...]:
+    return (o.scheduler, o.job_id, o.logical_job, o.attempt, o.namespace, o.account, o.user, o.queue,
+            o.workload_kind, o.team_label, o.model)  # fmt: skip

@@ -216,7 +216,7 @@ class AttributionWarehouse(Warehouse):
         if not batch:
             return
         rows = fact_rows(batch, now_seq())
-        self.insert("gpu_usage_facts", rows.facts)
+        self.insert_arrow("gpu_usage_facts", rows.facts)
         self.insert("fact_windows", rows.windows)
         if rows.conflicts:
             self.insert("attribution_conflicts", rows.conflicts)

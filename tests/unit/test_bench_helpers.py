@@ -221,3 +221,15 @@ def test_idle_figures_are_each_process_cpu_share_and_its_cost_per_live_sample() 
         "idle_worker_cpu_pct": 0.0,
         "live_idle_cpu_us_per_sample": 0.0,
     }
+
+
+def test_the_attribution_micro_benchmark_reads_the_benchmark_load_as_published() -> None:
+    """The in-process benchmark decodes the messages the benchmark publishes (columns, schema 2):
+    both paths give the same fact rows, and every chunk of that load takes the vectorised path."""
+    from bench import attribution_micro as micro
+
+    work = micro.chunks(micro.bench_load_histories(nodes=2, hours=1.0))
+    result = micro.report("bench_load", work)
+    assert result["gpu_samples"] == 2 * 8 * 120  # 2 nodes × 8 GPUs, a scrape every 30 s for an hour
+    assert result["fact_rows"] > 0 and result["same_fact_count"]
+    assert result["vector_share_of_samples"] == 1.0

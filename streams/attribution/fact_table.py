@@ -95,9 +95,9 @@ def from_dicts(rows: Sequence[dict[str, Any]]) -> FactColumns:
     for name in FACT_KEYS:
         values = [r[name] for r in rows]
         if name == "window_start":
-            columns[name] = np.array([round(v.timestamp() * 1e6) for v in values], dtype=np.int64)
+            columns[name] = micros(np.array([v.timestamp() for v in values], dtype=np.float64))
         else:
-            columns[name] = np.array(values, dtype=_NUMPY.get(name, object))
+            columns[name] = np.array(values, dtype=dtype(name))
     return FactColumns(columns)
 
 
@@ -111,14 +111,17 @@ def table(parts: Sequence[FactColumns], version: int | None = None) -> pa.Table:
     when given: the warehouse keeps the highest per fact id)."""
     arrays = []
     for f in FACT_SCHEMA:
-        values = (
-            np.concatenate([p.columns[f.name] for p in parts]) if parts else np.zeros(0, _NUMPY.get(f.name, object))
-        )
+        values = np.concatenate([p.columns[f.name] for p in parts or [EMPTY]])
         arrays.append(pa.array(values, pa.int64()).cast(TIME) if f.name == "window_start" else pa.array(values, f.type))
     out = pa.Table.from_arrays(arrays, schema=FACT_SCHEMA)
     if version is None:
         return out
     return out.append_column("version", pa.array(np.full(out.num_rows, version, dtype=np.uint64)))
+
+
+def dtype(name: str) -> Any:
+    """The numpy type of a column of :class:`FactColumns` (strings: object)."""
+    return _NUMPY.get(name, object)
 
 
 _NUMPY: dict[str, Any] = {

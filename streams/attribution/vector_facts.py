@@ -20,8 +20,8 @@ from streams.attribution.vector_sweep import ALLOCATED, UNALLOCATED, UNAVAILABLE
 from streams.attribution.vector_view import NodeView
 
 KIND_NAMES = {ALLOCATED: "allocated", UNAVAILABLE: "unavailable", UNALLOCATED: "unallocated"}
-OWNER_KEYS = ("scheduler", "job_id", "logical_job", "attempt", "namespace", "account", "user", "queue",
-              "workload_kind", "team_label", "model")  # fmt: skip
+# the owner's columns of a fact row, named as ``core.Owner``'s fields
+OWNER_KEYS = fact_table.FACT_KEYS[fact_table.FACT_KEYS.index("scheduler") : fact_table.FACT_KEYS.index("model") + 1]
 NO_OWNER = ("", "", "", 0, "", "", "", "", "", "", "")
 
 
@@ -37,16 +37,10 @@ def columns_of(cluster: str, node: str, window_s: int, view: NodeView, rows: Row
     kind = np.where((code == ALLOCATED) | (code == UNAVAILABLE), code, UNALLOCATED)
     # owners: each claim's rank → its place in ``owners``, the rows of no claim (-1) → the last
     owners: list[Owner | None] = [c.owner for c in view.claims]
-    ranks = np.array([c.rank for c in view.claims], dtype=np.int64)
-    rank = rows.column("owner")[order].astype(np.int64)
-    owner = np.full(rank.size, len(owners), dtype=np.int64)
-    if ranks.size:
-        sorter = np.argsort(ranks, kind="stable")
-        at = np.minimum(np.searchsorted(ranks, rank, sorter=sorter), ranks.size - 1)
-        found = ranks[sorter[at]] == rank
-        owner[found] = sorter[at][found]
+    place = {c.rank: i for i, c in enumerate(view.claims)}
+    owner = np.array([place.get(r, len(owners)) for r in rows.column("owner")[order].tolist()], dtype=np.int64)
     owners.append(None)
-    values = [NO_OWNER if o is None else _owner_values(o) for o in owners]
+    values = [NO_OWNER if o is None else tuple(getattr(o, k) for k in OWNER_KEYS) for o in owners]
     starts = view.win.starts
     slots = [*view.uuids, NODE_SLOT]
     kinds = [KIND_NAMES[k] for k in (ALLOCATED, UNAVAILABLE, UNALLOCATED)]
@@ -73,13 +67,8 @@ def columns_of(cluster: str, node: str, window_s: int, view: NodeView, rows: Row
     }
     by_owner = np.array(values, dtype=object)[owner]  # one row per fact, the owner's columns
     for i, name in enumerate(OWNER_KEYS):
-        columns[name] = by_owner[:, i] if name != "attempt" else by_owner[:, i].astype(np.uint16)
+        columns[name] = by_owner[:, i].astype(fact_table.dtype(name))
     for name, source in (("gpu_seconds", "gpu_seconds"), ("busy_seconds", "busy"),
                          ("unobserved_seconds", "unobserved"), ("energy_joules", "energy")):  # fmt: skip
         columns[name] = rows.column(source)[order].astype(np.float64)
     return fact_table.FactColumns(columns)
-
-
-def _owner_values(o: Owner) -> tuple[Any, ...]:
-    return (o.scheduler, o.job_id, o.logical_job, o.attempt, o.namespace, o.account, o.user, o.queue,
-            o.workload_kind, o.team_label, o.model)  # fmt: skip

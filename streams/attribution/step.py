@@ -198,9 +198,10 @@ def run_step(
     """Compute every due range of the owned nodes, a chunk of each node per round.
 
     A round handles groups of nodes with four queries and one insert per table per group (a live
-    step is one group). A node's progress reaches its activity seq only with its last chunk, so a
-    crash in between redoes the whole range (the facts are idempotent). ``state`` carries what the
-    worker learnt (each node's scrape interval, when rebuilds were last looked for) to the next step.
+    step is one group); a group's inserts run behind, while the next group is read and computed.
+    A node's progress reaches its activity seq only with its last chunk, so a crash in between
+    redoes the whole range (the facts are idempotent). ``state`` carries what the worker learnt
+    (each node's scrape interval, when rebuilds were last looked for) to the next step.
     """
     given = state is not None
     state = state or StepState()
@@ -220,16 +221,19 @@ def run_step(
         # after writing, progress changed: the next step reads again; so does one while nodes wait
         state.recheck_at = -math.inf if remaining or state.waiting else recheck_at(rows, settings, now_ns, owns)
     report.nodes = len(remaining)
-    while remaining:
-        chunks = [_chunk(p) for p in remaining]
-        failed: set[tuple[str, str]] = set()
-        for group in groups(chunks):
-            failed |= _compute_group(wh, settings, group, report, quarantined, state.memory)
-        remaining = [
-            replace(p, start=c.end)
-            for p, c in zip(remaining, chunks, strict=True)
-            if c.end < p.end and (p.cluster, p.node) not in failed
-        ]
+    try:
+        while remaining:
+            chunks = [_chunk(p) for p in remaining]
+            failed: set[tuple[str, str]] = set()
+            for group in groups(chunks):
+                failed |= _compute_group(wh, settings, group, report, quarantined, state.memory)
+            remaining = [
+                replace(p, start=c.end)
+                for p, c in zip(remaining, chunks, strict=True)
+                if c.end < p.end and (p.cluster, p.node) not in failed
+            ]
+    finally:  # every group's facts written before the step ends, and a failed write raised
+        wh.written()
     # after the facts: an org version's hours, a bounded part per step (every worker may do it: idempotent)
     if state.rebuilds_due(time.monotonic()):
         state.rebuilds_pending = report.rebuilds_pending = wh.work_rollup_rebuilds()
@@ -315,7 +319,7 @@ def _compute_group(
         batch.append(_node_facts(p, settings.window_seconds, result.columns, result.windows))
         report.windows += len(batch[-1].windows)
         report.facts += len(result.columns)
-    wh.write_fact_batch(batch)
+    wh.write_behind(batch)  # while the next group is read and computed
     if changes:
         wh.write_quarantine(changes)
         report.quarantined += sum(1 for c in changes if c.reason)

@@ -6,18 +6,22 @@ inputs live in ``inputs.py``, the facts' rows in ``rows.py``.
 
 Facts are written many nodes per insert: facts, then ``fact_windows``, then the rebuild of the
 hours they touch in the hourly rollup (``streams.rollup``), then the progress rows; a crash in
-between leaves progress behind, so the range is computed and written again.
+between leaves progress behind, so the range is computed and written again. A step writes each
+group behind (``write_behind``): on a second thread and client, one group at a time and in order,
+while it reads and computes the next group.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 import orjson
 
+from pipelines.settings import Settings
 from pipelines.times import as_utc, from_epoch
 from streams import rollup
 from streams.attribution.attempts import AttemptFact, Checkpoint
@@ -90,6 +94,22 @@ class Quarantine:
 
 class AttributionWarehouse(Warehouse):
     """The warehouse as the attribution steps and the attempt records use it."""
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(settings)
+        self._writer: AttributionWarehouse | None = None  # its own client, used only by its thread
+        self._executor: ThreadPoolExecutor | None = None
+        self._writes: Future[None] | None = None
+
+    def close(self) -> None:
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+            self._executor = None
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+        self._writes = None
+        super().close()
 
     def pending_nodes(self) -> list[PendingNode]:
         """Every node with data: its extent, newest activity and progress (``attribution_pending``)."""
@@ -223,6 +243,24 @@ class AttributionWarehouse(Warehouse):
         written = [(item.cluster, item.node, *rollup.window_hours(item.windows)) for item in batch if item.windows]
         self._retry("rebuild of the hourly rollup", lambda: rollup.rebuild_written(self.client, written))
         self.insert("attribution_progress", rows.progress)
+
+    def write_behind(self, batch: Sequence[NodeFacts]) -> None:
+        """``write_fact_batch`` on a second thread and client, once the previous one has finished
+        (so writes keep their order and one batch at most waits in memory): the caller reads and
+        computes its next group meanwhile. A failed write raises here or in ``written``."""
+        self.written()
+        if not batch:
+            return
+        if self._executor is None or self._writer is None:
+            self._writer = AttributionWarehouse(self.settings)
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="facts-writer")
+        self._writes = self._executor.submit(self._writer.write_fact_batch, batch)
+
+    def written(self) -> None:
+        """Wait for the write behind, if any (raising what it raised)."""
+        pending, self._writes = self._writes, None
+        if pending is not None:
+            pending.result()
 
     def attempt_inputs(self, cluster: str, job_ids: Sequence[str]) -> tuple[list[tuple[Any, ...]], list[Checkpoint]]:
         rows = self.query("attempt_snapshots", {"cluster": cluster, "jobs": list(job_ids)})

@@ -70,6 +70,29 @@ def test_one_step_attributes_every_node_in_chunks_like_one_node_at_a_time(
     assert step.run_step(warehouse, isolated_settings, lambda cluster, node: True).nodes == 0  # nothing due
 
 
+def test_a_write_that_fails_behind_the_computation_fails_the_step_and_the_next_step_writes_it_all(
+    warehouse: AttributionWarehouse, isolated_settings: Settings
+) -> None:
+    """Groups are written behind (a second thread and client) while the next is computed: a write
+    that fails there still fails the step, before any progress of it is recorded, and the next
+    step writes the whole range, rollup included."""
+    load = Load(nodes=3, interval_s=60)
+    _ingest(warehouse, load, load.rounds_for(3))
+    time.sleep(step.IDLE_FLUSH_S + 0.2)
+    warehouse.client.command("RENAME TABLE gpu_usage_hourly TO gpu_usage_hourly_away")
+    with pytest.raises(Exception, match="gpu_usage_hourly"):
+        step.run_step(warehouse, isolated_settings, lambda cluster, node: True)
+    assert all(r.pending and r.closed_until is None for r in warehouse.pending_nodes())
+    warehouse.client.command("RENAME TABLE gpu_usage_hourly_away TO gpu_usage_hourly")
+    report = step.run_step(warehouse, isolated_settings, lambda cluster, node: True)
+    assert report.nodes == 3 and report.windows == 3 * 3 * 60
+    facts, hourly = warehouse.client.query(
+        "SELECT (SELECT sum(gpu_seconds) FROM current_facts), (SELECT sum(gpu_seconds) FROM current_hourly)"
+    ).result_rows[0]
+    assert facts == pytest.approx(3 * 3 * 3600 * GPUS_PER_NODE) and hourly == pytest.approx(facts, rel=1e-12)
+    assert all(not r.pending for r in warehouse.pending_nodes())
+
+
 def test_a_redelivered_sample_recomputes_its_node_from_its_time(
     warehouse: AttributionWarehouse, isolated_settings: Settings
 ) -> None:

@@ -225,8 +225,11 @@ def run_step(
         while remaining:
             chunks = [_chunk(p) for p in remaining]
             failed: set[tuple[str, str]] = set()
-            for group in groups(chunks):
-                failed |= _compute_group(wh, settings, group, report, quarantined, state.memory)
+            todo = groups(chunks)
+            # behind only when another group follows (a live step is one group: written at once)
+            behind = len(todo) > 1 or any(c.end < p.end for p, c in zip(remaining, chunks, strict=True))
+            for group in todo:
+                failed |= _compute_group(wh, settings, group, report, quarantined, state.memory, behind)
             remaining = [
                 replace(p, start=c.end)
                 for p, c in zip(remaining, chunks, strict=True)
@@ -272,8 +275,10 @@ def _compute_group(
     report: StepReport,
     quarantined: dict[tuple[str, str], Quarantine],
     memory: StepMemory,
+    behind: bool = False,
 ) -> set[tuple[str, str]]:
-    """Compute and write one group's chunks; returns the nodes that failed (now in quarantine)."""
+    """Compute and write one group's chunks (``behind``: on the write-behind thread, while the
+    caller goes on to the next group); returns the nodes that failed (now in quarantine)."""
     cluster = group[0].cluster
     nodes = [p.node for p in group]
     lo, hi = min(p.start for p in group), max(p.end for p in group)
@@ -319,7 +324,11 @@ def _compute_group(
         batch.append(_node_facts(p, settings.window_seconds, result.columns, result.windows))
         report.windows += len(batch[-1].windows)
         report.facts += len(result.columns)
-    wh.write_behind(batch)  # while the next group is read and computed
+    if behind:
+        wh.write_behind(batch)  # while the next group is read and computed
+    else:
+        wh.written()  # a write behind of an earlier group comes first
+        wh.write_fact_batch(batch)
     if changes:
         wh.write_quarantine(changes)
         report.quarantined += sum(1 for c in changes if c.reason)

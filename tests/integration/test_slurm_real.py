@@ -154,7 +154,13 @@ def test_real_jobs_reach_kafka_as_slurm_reports_them(
     wait("the job to run", lambda: squeue_state(env, requeued) == "RUNNING")
     indices = gpu_indices(env, requeued)
     mapping = Path(env["SLURM_DIR"]) / "job-mapping"
-    assert sorted(int(p.name) for p in mapping.iterdir() if requeued in p.read_text().split()) == indices
+
+    def mapped() -> list[int]:
+        return sorted(int(p.name) for p in mapping.iterdir() if requeued in p.read_text().split())
+
+    # slurmctld may report the job running before the node's prolog has written every GPU's file
+    # (and other jobs' prologs and epilogs rewrite the files meanwhile): wait for it, briefly
+    wait("the prolog's job mapping", lambda: mapped() == indices, timeout_s=30)
     first = collect(isolated_settings, env, state_file)
     assert first["dead_letters"] == 0, first
     running = [e for e in consume(isolated_settings) if e.type == "allocation.running" and e.data.job_id == requeued]

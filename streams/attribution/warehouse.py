@@ -102,13 +102,14 @@ class AttributionWarehouse(Warehouse):
         self._writes: Future[None] | None = None
 
     def close(self) -> None:
+        """Close the clients (the write behind finishes first; a failure of it still raises in
+        ``written``: a retry closes the client too, and must not swallow it)."""
         if self._executor is not None:
             self._executor.shutdown(wait=True)
             self._executor = None
         if self._writer is not None:
             self._writer.close()
             self._writer = None
-        self._writes = None
         super().close()
 
     def pending_nodes(self) -> list[PendingNode]:

@@ -93,6 +93,25 @@ def test_a_write_that_fails_behind_the_computation_fails_the_step_and_the_next_s
     assert all(not r.pending for r in warehouse.pending_nodes())
 
 
+def test_closing_the_warehouse_does_not_swallow_a_failed_write_behind(
+    warehouse: AttributionWarehouse, isolated_settings: Settings
+) -> None:
+    """A transient error on a read closes the client before retrying (``Warehouse._retry``): the
+    write behind finishes, and its failure still fails the step."""
+    load = Load(nodes=2, interval_s=60)
+    _ingest(warehouse, load, load.rounds_for(1))
+    time.sleep(step.IDLE_FLUSH_S + 0.2)
+    due = step.plans(warehouse.pending_nodes(), isolated_settings, time.time_ns(), lambda c, n: True)
+    assert len(due) == 2
+    warehouse.client.command("RENAME TABLE gpu_usage_hourly TO gpu_usage_hourly_away")
+    step._compute_group(warehouse, isolated_settings, due, step.StepReport(), {}, inputs.StepMemory(), behind=True)
+    warehouse.close()
+    with pytest.raises(Exception, match="gpu_usage_hourly"):
+        warehouse.written()
+    warehouse.written()  # raised once; nothing is left behind
+    warehouse.client.command("RENAME TABLE gpu_usage_hourly_away TO gpu_usage_hourly")
+
+
 def test_a_redelivered_sample_recomputes_its_node_from_its_time(
     warehouse: AttributionWarehouse, isolated_settings: Settings
 ) -> None:

@@ -81,7 +81,7 @@ def segments(view: NodeView) -> Segments:
     g, t = g[order], t[order]
     same = g[1:] == g[:-1]
     # consecutive distinct cuts of one GPU: (g, t) deduplicated, then pairs within a GPU
-    first = np.r_[True, ~same | (t[1:] != t[:-1])]
+    first = np.r_[True, ~same | (t[1:] != t[:-1])] if g.size else np.zeros(0, dtype=bool)  # no cut: no GPU
     g, t = g[first], t[first]
     pair = g[1:] == g[:-1]
     sg, t0, t1 = g[:-1][pair], t[:-1][pair], t[1:][pair]

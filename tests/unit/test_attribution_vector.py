@@ -215,3 +215,17 @@ def test_replicas_changing_within_the_range_fall_back() -> None:
     inputs = NodeInputs(states=[NodeState(start - 10, "up", 2, H100, 1), NodeState(start + 70, "up", 2, H100, 4)])
     cols = SampleColumns.from_rows(rows)
     assert compute_range_vector("c", "n1", start, end, 60, cols, placements, inputs) is None
+
+
+def test_a_range_without_samples_or_placements_gives_what_the_scalar_path_gives() -> None:
+    """A due range where the node has no samples and no placements (a recomputed range past its
+    data): the vectorised path raised IndexError on its empty cuts, and the worker quarantined the
+    node until a later, longer range succeeded. Now it gives the scalar path's answer: no facts, and
+    every window with no capacity."""
+    cols = SampleColumns.from_rows([])
+    inputs = NodeInputs()
+    vector = compute_range_vector("c", "n", 0.0, 600.0, 60, cols, [], inputs)
+    scalar = compute_range_scalar("c", "n", 0.0, 600.0, 60, cols, [], inputs)
+    assert vector is not None
+    assert vector.facts == scalar.facts == []
+    assert vector.windows == scalar.windows and len(vector.windows) == 10

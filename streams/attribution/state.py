@@ -10,6 +10,7 @@ wrote). Without a state (``run_step``'s default) every step reads them.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -31,13 +32,20 @@ class StepState:
     rebuilds_checked: float = -math.inf  # monotonic time of the last look for requested rebuilds
     rebuilds_pending: int = 0
     activity: int = 0  # batches the worker's sink wrote (``touched``)
+    touched_at: float = -math.inf  # monotonic time of the sink's last batch
     seen: int = -1  # ``activity`` when the due nodes were last read
     recheck_at: float = -math.inf  # epoch seconds from which a node may be due without new activity
     read_at: float = -math.inf
+    waiting: dict[tuple[str, str], float] = field(default_factory=dict)  # nodes catching up: due since (epoch s)
 
     def touched(self) -> None:
         """The worker's sink wrote a batch (node activity)."""
         self.activity += 1
+        self.touched_at = time.monotonic()
+
+    def ingesting(self) -> bool:
+        """The worker's sink wrote a batch within ``IDLE_FLUSH_S``: its input has not paused."""
+        return time.monotonic() - self.touched_at < IDLE_FLUSH_S
 
     def may_skip(self, now: float) -> bool:
         return self.seen == self.activity and now < self.recheck_at and now - self.read_at < RECHECK_S

@@ -60,6 +60,9 @@ CHUNK_S = 3600  # of one node's range per round
 MAX_NODES_PER_QUERY = 256
 NODE_SECONDS_PER_QUERY = 32 * 3600  # the sum of the ranges of one group of nodes
 QUARANTINE_RETRY_S = 10.0
+HOUR_S = 3600  # the hourly rollup's unit (``streams.rollup``)
+HISTORY_S = 3600  # a due range ending longer ago than this (wall clock) is history being caught up on
+LINGER_S = 30.0  # the longest a node catching up waits (wall clock) for its input to pause
 
 
 @dataclass
@@ -110,9 +113,20 @@ def plans(
     now_ns: int,
     owns: Callable[[str, str], bool],
     quarantined: dict[tuple[str, str], Quarantine] | None = None,
+    waiting: dict[tuple[str, str], float] | None = None,
+    ingesting: bool = False,
 ) -> list[Plan]:
-    """The due ranges of the nodes this worker owns (a quarantined node only once newer input came)."""
+    """The due ranges of the nodes this worker owns (a quarantined node only once newer input came).
+
+    With ``waiting`` (what a worker's steps carry: since when each node catching up has been due), a
+    node catching up (``catching_up_to``) waits for the worker's input to pause (``ingesting``
+    false), at most ``LINGER_S``: a backlog is then ingested first and computed in a few large
+    steps, instead of every step computing the little that arrived meanwhile while the ingest
+    competes with it for the process and the warehouse (and, in that time, allocation events
+    arriving after the samples dirty windows already written)."""
     out: list[Plan] = []
+    lingering: set[tuple[str, str]] = set()
+    now = now_ns / 1e9
     for row in rows:
         r = row if isinstance(row, PendingNode) else PendingNode.from_row(row)
         if not owns(r.cluster, r.node):
@@ -121,9 +135,40 @@ def plans(
         if held is not None and (r.last_seq <= held.input_seq or now_ns - held.tried_seq < QUARANTINE_RETRY_S * 1e9):
             continue
         span = plan(r, settings, now_ns)
-        if span is not None:
-            out.append(Plan(r.cluster, r.node, span[0], span[1], r.last_seq, r.processed_seq, r.last_seq))
+        if span is None:
+            continue
+        start, end = span
+        whole = catching_up_to(r, start, end, settings.window_seconds, now_ns, ingesting)
+        if whole is None:
+            out.append(Plan(r.cluster, r.node, start, end, r.last_seq, r.processed_seq, r.last_seq))
+        elif waiting is not None and now - waiting.setdefault((r.cluster, r.node), now) < LINGER_S:
+            lingering.add((r.cluster, r.node))
+        elif whole > start:  # the rest waits for its hour to fill, as if the watermark were lower
+            out.append(Plan(r.cluster, r.node, start, whole, r.last_seq, r.processed_seq, r.last_seq))
+    if waiting is not None:  # a node computed, or no longer due, waits afresh next time
+        for key in waiting.keys() - lingering:
+            del waiting[key]
     return out
+
+
+def catching_up_to(
+    r: PendingNode, start: float, end: float, w: int, now_ns: int, ingesting: bool = False
+) -> float | None:
+    """Where a node catching up on history computes to now: the last hour boundary of its due
+    range (on the window grid), or None when the whole range is computed now.
+
+    A node is catching up while input is still arriving (the node is not idle, or the worker is
+    still ``ingesting``: a node's partition may pause while the others catch up) and its due range
+    ends more than ``HISTORY_S`` before the wall clock: a backlog or a replay. Its steps would each see a
+    fraction of an hour and rebuild that hour's rollup every time; computed a whole hour at a
+    time, each hour is rebuilt once and each step's queries serve an hour of the node. The facts
+    are the same (the range is only cut, never changed), and a live node, whose range ends near
+    the wall clock, and an idle one, whose input is complete, are computed at once as before."""
+    idle = (now_ns - r.last_seq) / 1e9 >= IDLE_FLUSH_S and not ingesting
+    if idle or now_ns / 1e9 - end <= HISTORY_S:
+        return None
+    whole = floor_seconds(floor_seconds(end, HOUR_S), w)
+    return None if whole >= end else whole
 
 
 def groups(todo: Sequence[Plan]) -> list[list[Plan]]:
@@ -158,6 +203,7 @@ def run_step(
     redoes the whole range (the facts are idempotent). ``state`` carries what the worker learnt
     (each node's scrape interval, when rebuilds were last looked for) to the next step.
     """
+    given = state is not None
     state = state or StepState()
     report = StepReport()
     now_ns = time.time_ns()
@@ -166,13 +212,14 @@ def run_step(
     if not state.may_skip(now_ns / 1e9):
         seen = state.activity  # before the read: a batch written during it makes the next step read again
         rows = wh.pending_nodes()
-        remaining = plans(rows, settings, now_ns, owns)
+        waiting, ingesting = (state.waiting, state.ingesting()) if given else (None, False)
+        remaining = plans(rows, settings, now_ns, owns, waiting=waiting, ingesting=ingesting)
         if remaining:  # the quarantine matters only for nodes that are due
             quarantined = wh.quarantined()
-            remaining = plans(rows, settings, now_ns, owns, quarantined)
+            remaining = plans(rows, settings, now_ns, owns, quarantined, waiting, ingesting)
         state.seen, state.read_at = seen, now_ns / 1e9
-        # after writing, progress changed: the next step reads again
-        state.recheck_at = -math.inf if remaining else recheck_at(rows, settings, now_ns, owns)
+        # after writing, progress changed: the next step reads again; so does one while nodes wait
+        state.recheck_at = -math.inf if remaining or state.waiting else recheck_at(rows, settings, now_ns, owns)
     report.nodes = len(remaining)
     try:
         while remaining:

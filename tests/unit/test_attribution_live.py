@@ -3,6 +3,7 @@ look-back of a few scrape intervals that gives the same facts as the longest one
 
 from __future__ import annotations
 
+import itertools
 import random
 from datetime import UTC, datetime
 
@@ -11,7 +12,7 @@ from pipelines.settings import Settings
 from streams.attribution.inputs import LOOKBACK_INTERVALS, LOOKBACK_S, StepMemory, between, enough
 from streams.attribution.node_range import SampleColumns, SampleRow
 from streams.attribution.ranges import compute_range_full
-from streams.attribution.step import IDLE_FLUSH_S, RECHECK_S, StepState, plan, recheck_at
+from streams.attribution.step import IDLE_FLUSH_S, LINGER_S, RECHECK_S, StepState, plan, plans, recheck_at
 from streams.attribution.warehouse import PendingNode
 
 W = 60
@@ -171,3 +172,72 @@ def test_a_step_reads_the_due_nodes_again_only_when_something_can_have_come_due(
     assert not state.may_skip(now + RECHECK_S)  # read at least every RECHECK_S
     state.touched()  # the worker's sink wrote a batch
     assert not state.may_skip(now + 1)
+
+
+def _catch_up(
+    minutes_per_s: int, seconds: int, waiting: dict[tuple[str, str], float] | None
+) -> tuple[list[tuple[float, float, float]], float]:
+    """A backlog: ``minutes_per_s`` minutes of a node's history arrive every wall-clock second for
+    ``seconds`` seconds, a day behind the wall clock, then nothing; a step every second. Returns
+    the computed ranges (wall time, start, end) and the first hour of the history."""
+    s = Settings(window_seconds=W, allowed_lateness_seconds=300)
+    hour0 = NOW0 - NOW0 % 3600 - 24 * 3600
+    closed: float | None = None
+    processed = 0
+    computed: list[tuple[float, float, float]] = []
+    for tick in range(1, seconds + 10):
+        now = NOW0 + tick
+        newest = hour0 + 60 * minutes_per_s * min(tick, seconds) + 25
+        sent = NOW0 + min(tick, seconds) - 0.1
+        pending = int(int(sent * 1e9) > processed)
+        row = PendingNode(
+            "c",
+            "n",
+            _utc(hour0),
+            _utc(newest),
+            int(sent * 1e9),
+            pending,
+            _utc(closed if closed is not None else hour0) if pending else None,
+            _utc(closed) if closed is not None else None,
+            processed,
+        )
+        for p in plans([row], s, int(now * 1e9), lambda c, n: True, waiting=waiting):
+            computed.append((now, p.start, p.end))
+            closed, processed = p.end, p.processed_seq
+    windows = [t for _, a, b in computed for t in range(int(a), int(b), W)]
+    newest = hour0 + 60 * minutes_per_s * seconds + 25
+    assert windows == list(range(int(hour0), int(newest - newest % W + W), W))  # each once, in order, to the newest
+    return computed, hour0
+
+
+def test_a_node_catching_up_on_history_is_computed_a_whole_hour_at_a_time() -> None:
+    """Each step's due range of a node catching up is cut at its last hour boundary: every hour of
+    the rollup is built once, from one computation, and every window is still computed exactly
+    once; when the data stops (idle) the rest closes as before."""
+    computed, _ = _catch_up(10, 30, None)
+    assert len(computed) > 2
+    assert all(a % 3600 == 0 and b % 3600 == 0 for _, a, b in computed[:-1])
+    hours = [h for _, a, b in computed for h in range(int(a // 3600), int(-(-b // 3600)))]
+    assert len(hours) == len(set(hours))  # no hour built twice
+
+
+def test_a_node_catching_up_waits_for_its_input_to_pause_at_most_the_linger_time() -> None:
+    """With a worker's memory, a backlog that arrives within ``LINGER_S`` is computed in one range
+    once it has all arrived; a longer one every ``LINGER_S``, whole hours at a time."""
+    waiting: dict[tuple[str, str], float] = {}
+    computed, _ = _catch_up(10, 20, waiting)
+    assert len(computed) == 1 and computed[0][0] >= NOW0 + 20 + IDLE_FLUSH_S
+    assert waiting == {}
+    computed, _ = _catch_up(10, 100, waiting)
+    gaps = [b[0] - a[0] for a, b in itertools.pairwise(computed)]
+    assert len(computed) == 4 and all(g >= LINGER_S for g in gaps[:-1])
+    assert all(a % 3600 == 0 and b % 3600 == 0 for _, a, b in computed[:-1])
+
+
+def test_a_live_node_is_computed_at_once_whatever_the_worker_waits_for() -> None:
+    s = Settings(window_seconds=W, allowed_lateness_seconds=300)
+    live = _node(newest=NOW0 - 30, sent=NOW0 - 0.5, closed=NOW0 - 3000, pending=1, dirty=NOW0 - 60)
+    due = plan(live, s, int(NOW0 * 1e9))
+    waiting: dict[tuple[str, str], float] = {}
+    got = plans([live], s, int(NOW0 * 1e9), lambda c, n: True, waiting=waiting)
+    assert due is not None and [(p.start, p.end) for p in got] == [due] and waiting == {}

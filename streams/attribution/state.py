@@ -24,6 +24,11 @@ RECHECK_S = 10.0  # the due nodes are read at least this often, whatever the wor
 REBUILD_CHECK_S = 5.0  # requested rollup rebuilds are looked for this often (each step while some are left)
 
 
+def idle(r: PendingNode, now_ns: int) -> bool:
+    """The node has had no new activity for ``IDLE_FLUSH_S``: its input is bounded for now."""
+    return now_ns - r.last_seq >= IDLE_FLUSH_S * 1e9
+
+
 @dataclass
 class StepState:
     """What a worker's steps carry from one to the next (``run_step`` without it starts afresh)."""
@@ -63,10 +68,6 @@ def recheck_at(rows: Iterable[PendingNode], settings: Settings, now_ns: int, own
     ended = floor_seconds(now_ns / 1e9, w)
     at = ended + w
     for r in rows:
-        if (
-            owns(r.cluster, r.node)
-            and now_ns - r.last_seq < IDLE_FLUSH_S * 1e9
-            and floor_seconds(r.max_time.timestamp(), w) < ended
-        ):
+        if owns(r.cluster, r.node) and not idle(r, now_ns) and floor_seconds(r.max_time.timestamp(), w) < ended:
             at = min(at, r.last_seq / 1e9 + IDLE_FLUSH_S)
     return at

@@ -36,7 +36,7 @@ from streams.attribution.inputs import LOOKBACK_S, StepMemory, between
 from streams.attribution.node_range import INVENTORY_HORIZON_S, SampleColumns
 from streams.attribution.ranges import compute_range_full
 from streams.attribution.rows import NodeFacts
-from streams.attribution.state import IDLE_FLUSH_S, RECHECK_S, StepState, recheck_at
+from streams.attribution.state import IDLE_FLUSH_S, RECHECK_S, StepState, idle, recheck_at
 from streams.attribution.warehouse import AttributionWarehouse, PendingNode, Quarantine
 
 __all__ = [
@@ -80,8 +80,9 @@ def plan(row: PendingNode | Sequence[Any], settings: Settings, now_ns: int) -> t
     w = settings.window_seconds
     max_t = r.max_time.timestamp()
     closed = r.closed_until.timestamp() if r.closed_until is not None else None
-    idle = (now_ns - r.last_seq) / 1e9 >= IDLE_FLUSH_S
-    target = floor_seconds(max_t, w) + w if idle else floor_seconds(max_t - settings.allowed_lateness_seconds, w)
+    target = (
+        floor_seconds(max_t, w) + w if idle(r, now_ns) else floor_seconds(max_t - settings.allowed_lateness_seconds, w)
+    )
     # only windows that have ended on the wall clock: the current one is still open, whatever the
     # event times say (an event time within the future tolerance, see ``decode_batch``, included)
     target = min(target, floor_seconds(now_ns / 1e9, w))
@@ -164,8 +165,7 @@ def catching_up_to(
     time, each hour is rebuilt once and each step's queries serve an hour of the node. The facts
     are the same (the range is only cut, never changed), and a live node, whose range ends near
     the wall clock, and an idle one, whose input is complete, are computed at once as before."""
-    idle = (now_ns - r.last_seq) / 1e9 >= IDLE_FLUSH_S and not ingesting
-    if idle or now_ns / 1e9 - end <= HISTORY_S:
+    if (idle(r, now_ns) and not ingesting) or now_ns / 1e9 - end <= HISTORY_S:
         return None
     whole = floor_seconds(floor_seconds(end, HOUR_S), w)
     return None if whole >= end else whole

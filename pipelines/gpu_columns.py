@@ -19,22 +19,35 @@ Wire form (UTF-8 JSON, the same envelope as every event)::
   reason (a dead letter), never a crash.
 * The id is the version 1 id (``event_id("gpu.sample", cluster, node, time)``): a scrape sent in
   either form deduplicates to one.
+
+``gpu.sample`` schema version 3: several scrapes of one node in one message, the same arrays with
+one more, ``offset_us``: each row's scrape time as whole microseconds after the envelope's
+``time`` (the earliest scrape; 0 to ``MAX_SPAN_US``). A collector that has a node's history at
+hand (a ``query_range`` answer) sends it this way: the per-message cost of the stream (the
+consumer, the envelope, the checks) is paid once per message, not once per scrape. The rows are
+those of the version 2 messages of the same scrapes (:meth:`GpuColumnsEvent.scrapes`), and so are
+the warehouse rows, each with its scrape's version 2 id; the message's own id is
+``event_id("gpu.sample", cluster, node, first time, last time, scrapes)``. A message is checked
+and dead-lettered whole.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from itertools import chain
 from typing import Any, Literal, cast, get_args
 
 import orjson
 from pydantic import ConfigDict
 
-from pipelines.events import GpuMetricsData, GpuMetricsEvent, GpuSample, InvalidEvent, Source
+from pipelines.events import GpuMetricsData, GpuMetricsEvent, GpuSample, InvalidEvent, Source, event_id
 from pipelines.times import MissingOffset, parse_rfc3339
 
 COLUMNS_VERSION = 2
+SCRAPES_VERSION = 3
+MAX_SPAN_US = 86_400 * 1_000_000  # a version 3 message spans at most a day
 RATIOS = ("gr_engine_active", "gpu_util", "sm_active", "tensor_active", "dram_active")
 NON_NEGATIVE = ("fb_used_mib", "fb_free_mib", "power_w", "energy_mj")
 FLOATS = (*RATIOS, *NON_NEGATIVE, "temperature_c")
@@ -59,6 +72,7 @@ FIELDS = (
 _ENVELOPE = frozenset({"id", "source", "type", "schema_version", "time", "cluster", "data"})
 _ARRAYS = frozenset(FIELDS)
 _DATA = frozenset({"node", "interval_s", *FIELDS})
+_DATA_V3 = _DATA | {"offset_us"}
 _SOURCES = frozenset(get_args(Source))
 _HUGE = 1.7e308  # finite: no JSON number beyond it
 _NUMBER: frozenset[type] = frozenset({int, float})
@@ -75,6 +89,7 @@ class GpuColumns:
     node: str
     interval_s: float | None
     columns: dict[str, list[Any]]
+    offset_us: list[int] | None = None  # version 3: each row's time after the event's, in µs
 
     @property
     def n(self) -> int:
@@ -99,6 +114,8 @@ class GpuColumns:
             values = self.columns.get(name)
             if values is not None and (name == "uuid" or values.count([] if name == "holders" else None) < len(values)):
                 out[name] = values
+        if self.offset_us is not None:
+            out["offset_us"] = self.offset_us
         return out
 
     @classmethod
@@ -109,11 +126,35 @@ class GpuColumns:
 
 
 class GpuColumnsEvent(GpuMetricsEvent):
-    """A ``gpu.sample`` event in schema version 2; ``data.gpus`` still reads as rows."""
+    """A ``gpu.sample`` event in schema version 2 (one scrape) or 3 (several scrapes of a node);
+    ``data.gpus`` still reads as rows."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
-    schema_version: Literal[2] = 2
+    schema_version: Literal[2, 3] = 2
     data: GpuColumns  # type: ignore[assignment]
+
+    @property
+    def last_time(self) -> datetime:
+        """The latest scrape's time (the event's own in version 2)."""
+        offsets = self.data.offset_us
+        return self.time + timedelta(microseconds=max(offsets)) if offsets else self.time
+
+    def scrapes(self) -> list[GpuColumnsEvent]:
+        """The version 2 events of the scrapes this event carries, in time order (itself in version 2)."""
+        offsets = self.data.offset_us
+        if offsets is None:
+            return [self]
+        rows: dict[int, list[int]] = {}
+        for i, offset in enumerate(offsets):
+            rows.setdefault(offset, []).append(i)
+        out = []
+        for offset in sorted(rows):
+            picked = rows[offset]
+            when = self.time + timedelta(microseconds=offset)
+            columns = {name: [values[i] for i in picked] for name, values in self.data.columns.items()}
+            data = GpuColumns(self.data.node, self.data.interval_s, columns)
+            out.append(build_event(scrape_id(self.cluster, data.node, when), self.source, when, self.cluster, data))
+        return out
 
     def to_bytes(self) -> bytes:
         return orjson.dumps(
@@ -121,7 +162,7 @@ class GpuColumnsEvent(GpuMetricsEvent):
                 "id": self.id,
                 "source": self.source,
                 "type": self.type,
-                "schema_version": COLUMNS_VERSION,
+                "schema_version": self.schema_version,
                 "time": self.time,
                 "cluster": self.cluster,
                 "data": self.data.wire(),
@@ -147,12 +188,62 @@ def from_v1(event: GpuMetricsEvent) -> GpuColumnsEvent:
     )
 
 
+def scrape_id(cluster: str, node: str, time: datetime) -> str:
+    """The id of one node scrape, in every form (version 1's natural key)."""
+    return event_id("gpu.sample", cluster, node, time)
+
+
+def scrapes_id(cluster: str, node: str, first: datetime, last: datetime, scrapes: int) -> str:
+    """The id of a version 3 message: its node, its first and last scrape and how many it carries."""
+    return event_id("gpu.sample", cluster, node, first, last, scrapes)
+
+
+def scrapes_event(
+    *, source: str, time: datetime, cluster: str, data: GpuColumns, checked: bool = False
+) -> GpuColumnsEvent:
+    """A version 3 event of several scrapes of one node (``data.offset_us`` set; ``time`` the
+    earliest); checked as a decoded message is unless ``checked`` (a parser's vectorised checks)."""
+    offsets = data.offset_us
+    if offsets is None:
+        raise ValueError("a version 3 event needs offset_us")
+    if not checked:
+        check_columns(data.node, data.interval_s, data.columns)
+        _check_offsets(offsets, data.n)
+    last = time + timedelta(microseconds=max(offsets)) if offsets else time
+    id_ = scrapes_id(cluster, data.node, time, last, len(set(offsets)))
+    return build_event(id_, source, time, cluster, data)
+
+
+def pack(events: Sequence[GpuColumnsEvent]) -> GpuColumnsEvent:
+    """One version 3 event carrying the scrapes of version 2 ``events`` of one node (one cluster,
+    source and interval), in time order; :meth:`GpuColumnsEvent.scrapes` gives them back."""
+    if not events:
+        raise ValueError("nothing to pack")
+    ordered = sorted(events, key=lambda e: e.time)
+    first = ordered[0]
+    if any(
+        (e.cluster, e.source, e.data.node, e.data.interval_s, e.schema_version)
+        != (first.cluster, first.source, first.data.node, first.data.interval_s, COLUMNS_VERSION)
+        for e in ordered
+    ):
+        raise ValueError("only version 2 scrapes of one node, cluster, source and interval pack together")
+    names = [name for name in FIELDS if any(name in e.data.columns for e in ordered)]
+    columns = {name: [v for e in ordered for v in e.data.column(name)] for name in names}
+    offsets = [(e.time - first.time) // timedelta(microseconds=1) for e in ordered for _ in range(e.data.n)]
+    data = GpuColumns(first.data.node, first.data.interval_s, columns, offsets)
+    return scrapes_event(source=first.source, time=first.time, cluster=first.cluster, data=data)
+
+
 def is_columns(obj: Any) -> bool:
-    return isinstance(obj, dict) and obj.get("type") == "gpu.sample" and obj.get("schema_version") == COLUMNS_VERSION
+    return (
+        isinstance(obj, dict)
+        and obj.get("type") == "gpu.sample"
+        and obj.get("schema_version") in (COLUMNS_VERSION, SCRAPES_VERSION)
+    )
 
 
 def decode_columns(obj: dict[str, Any]) -> GpuColumnsEvent:
-    """Check a decoded version 2 message on its arrays; raises :class:`InvalidEvent` (one line)."""
+    """Check a decoded version 2 or 3 message on its arrays; raises :class:`InvalidEvent` (one line)."""
     extra = obj.keys() - _ENVELOPE
     if extra:
         raise InvalidEvent(f"{sorted(extra)[0]}: extra inputs are not permitted")
@@ -167,7 +258,8 @@ def decode_columns(obj: dict[str, Any]) -> GpuColumnsEvent:
     data = obj.get("data")
     if not isinstance(data, dict):
         raise InvalidEvent("data: an object is required")
-    extra = data.keys() - _DATA
+    version = obj["schema_version"]
+    extra = data.keys() - (_DATA_V3 if version == SCRAPES_VERSION else _DATA)
     if extra:
         raise InvalidEvent(f"data.{sorted(extra)[0]}: extra inputs are not permitted")
     if not isinstance(data.get("uuid"), list):
@@ -175,15 +267,30 @@ def decode_columns(obj: dict[str, Any]) -> GpuColumnsEvent:
     columns = {name: values for name, values in data.items() if name in _ARRAYS}
     node, interval_s = data.get("node"), data.get("interval_s")
     check_columns(node, interval_s, columns)
-    data_ = GpuColumns(cast(str, node), float(interval_s) if interval_s else None, columns)
+    offsets = None
+    if version == SCRAPES_VERSION:
+        offsets = data.get("offset_us")
+        _check_offsets(offsets, len(columns["uuid"]))
+    data_ = GpuColumns(cast(str, node), float(interval_s) if interval_s else None, columns, offsets)
     return build_event(id_, cast(str, source), time, cluster, data_)
 
 
 def build_event(id_: str, source: str, time: datetime, cluster: str, data: GpuColumns) -> GpuColumnsEvent:
-    """The event of columns whose every value is already checked (a parser's vectorised checks)."""
+    """The event of columns whose every value is already checked (a parser's vectorised checks):
+    version 3 when ``data.offset_us`` is set, else version 2."""
+    version = COLUMNS_VERSION if data.offset_us is None else SCRAPES_VERSION
     return GpuColumnsEvent.model_construct(
-        id=id_, source=source, type="gpu.sample", schema_version=COLUMNS_VERSION, time=time, cluster=cluster, data=data
+        id=id_, source=source, type="gpu.sample", schema_version=version, time=time, cluster=cluster, data=data
     )
+
+
+def _check_offsets(offsets: Any, n: int) -> None:
+    if type(offsets) is not list or len(offsets) != n:
+        raise InvalidEvent(f"data.offset_us: an array of {n} integers (one per uuid) is required")
+    if n and (set(map(type, offsets)) != {int} or min(offsets) < 0 or max(offsets) > MAX_SPAN_US):
+        raise InvalidEvent(f"data.offset_us: every value must be an integer from 0 to {MAX_SPAN_US}")
+    if n and min(offsets) != 0:
+        raise InvalidEvent("data.offset_us: the earliest scrape is the event's time (offset 0)")
 
 
 def _time(value: Any) -> datetime:

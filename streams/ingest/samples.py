@@ -1,16 +1,18 @@
 """``gpu.metrics`` events → one Arrow block of ``gpu_samples`` rows, built column by column.
 
 Version 1 messages (a ``GpuSample`` per GPU) are turned into columns first
-(:meth:`pipelines.gpu_columns.GpuColumns.from_samples`), so both versions of a scrape give the
-same rows. Per message: the envelope values (id, time, cluster, node, interval) once, repeated
-over its GPUs by an Arrow ``take``; per GPU: no Python object, only list concatenation and
-vectorised conversion (numpy for utilisation, Arrow for the rest).
+(:meth:`pipelines.gpu_columns.GpuColumns.from_samples`), and a version 3 message's rows take
+their scrape's time and id, so every form of a scrape gives the same rows. Per message: the
+envelope values (cluster, node, interval) once, repeated over its GPUs by an Arrow ``take``; per
+GPU: no Python object, only list concatenation and vectorised conversion (numpy for times and
+utilisation, Arrow for the rest).
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -18,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines import events as ev
-from pipelines.gpu_columns import GpuColumns, GpuColumnsEvent
+from pipelines.gpu_columns import GpuColumns, GpuColumnsEvent, scrape_id
 from pipelines.gpu_models import model_key
 
 # what the message carries → the gpu_samples columns it fills (SAMPLE_COLUMNS in streams.ingest.rows)
@@ -39,6 +41,8 @@ _READ = (
     "hpc_job",
 )
 _TIME = pa.timestamp("us", tz="UTC")
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_US = timedelta(microseconds=1)
 
 
 def columns_of(event: ev.GpuMetricsEvent) -> GpuColumns:
@@ -49,13 +53,27 @@ def samples_table(events: Sequence[ev.GpuMetricsEvent]) -> pa.Table:
     """The ``gpu_samples`` rows of ``events`` (in order, one per GPU or MIG instance)."""
     data: dict[str, list[Any]] = {name: [] for name in _READ}
     counts: list[int] = []
+    offsets: list[int] = []  # each row's time after its event's (µs; version 3), 0 otherwise
+    ids: list[str] = []  # each row's scrape id
     for e in events:
         cols = columns_of(e)
         n = cols.n
         for name in _READ:
             data[name] += cols.columns.get(name) or [None] * n
         counts.append(n)
+        if cols.offset_us is None:
+            offsets += [0] * n
+            ids += [e.id] * n
+        else:
+            offsets += cols.offset_us
+            scrape = {
+                o: scrape_id(e.cluster, cols.node, e.time + timedelta(microseconds=o)) for o in set(cols.offset_us)
+            }
+            ids += [scrape[o] for o in cols.offset_us]
     take = pa.array(np.repeat(np.arange(len(events), dtype=np.int64), counts))
+    times = np.repeat(np.array([_epoch_us(e.time) for e in events], dtype=np.int64), counts) + np.array(
+        offsets, dtype=np.int64
+    )
 
     def each(values: list[Any], kind: pa.DataType) -> pa.Array:
         return pa.array(values, kind).take(take)
@@ -67,8 +85,8 @@ def samples_table(events: Sequence[ev.GpuMetricsEvent]) -> pa.Table:
     util = np.where(np.isnan(gr), _floats(data["gpu_util"]), gr)
     models = {m: _model_key(m) for m in set(data["model"])}
     columns = {
-        "event_id": each([e.id for e in events], pa.string()),
-        "time": each([e.time for e in events], _TIME),
+        "event_id": pa.array(ids, pa.string()),
+        "time": pa.array(times, _TIME),
         "cluster": each([e.cluster for e in events], pa.string()),
         "node": each([e.data.node for e in events], pa.string()),
         "uuid": pa.array(data["uuid"], pa.string()),
@@ -89,6 +107,10 @@ def samples_table(events: Sequence[ev.GpuMetricsEvent]) -> pa.Table:
         "interval_s": each([e.data.interval_s for e in events], pa.float64()),
     }
     return pa.table(columns)
+
+
+def _epoch_us(t: datetime) -> int:
+    return (t - _EPOCH) // _US
 
 
 def _floats(values: list[float | None]) -> np.ndarray[Any, np.dtype[np.float64]]:

@@ -1,5 +1,6 @@
 """``gpu_samples`` from Arrow blocks on the real ClickHouse endpoint: a version 1 and a version 2
-message of one scrape give the same stored rows and node activity; a bad array is a dead letter."""
+message of one scrape give the same stored rows and node activity, and so does a version 3 message
+of several scrapes; a bad array is a dead letter."""
 
 from __future__ import annotations
 
@@ -11,12 +12,13 @@ import pytest
 from infra.services import apply_migrations
 from pipelines import events as ev
 from pipelines import wire
-from pipelines.gpu_columns import from_v1
+from pipelines.gpu_columns import from_v1, pack
 from pipelines.settings import Settings
 from streams.attribution.warehouse import AttributionWarehouse
 from streams.ingest.sink import Message, write_batch
 from tests.conftest import Endpoints, fresh_settings
 from tests.unit.test_gpu_columns import v1_message
+from tests.unit.test_gpu_scrapes import scrapes
 
 pytestmark = pytest.mark.integration
 ROWS = "SELECT * EXCEPT ingested_at FROM gpu_samples ORDER BY node, time, uuid, mig_instance"
@@ -55,6 +57,21 @@ def test_v1_and_v2_of_the_same_scrapes_store_the_same_rows(
     by_uuid = {(r[3], r[4]): r for r in rows}  # (node, uuid)
     busy = by_uuid[("gpu000", "GPU-a")]
     assert busy[7] == "H100" and busy[9] == pytest.approx(0.4) and busy[16] == "ml" and busy[17] == "train-0"
+
+
+def test_a_message_of_several_scrapes_stores_the_rows_and_activity_of_its_scrapes(
+    two: tuple[AttributionWarehouse, AttributionWarehouse],
+) -> None:
+    v2 = scrapes()
+    first, second = two
+    for wh, batch in ((first, [pack(v2).to_bytes()]), (second, [e.to_bytes() for e in v2])):
+        dead: list[ev.DeadLetter] = []
+        write_batch(wh, [Message("gpu.metrics", 0, i, raw) for i, raw in enumerate(batch)], dead.extend)
+        assert dead == []
+    rows = first.client.query(ROWS).result_rows
+    assert len(rows) == 8 and rows == second.client.query(ROWS).result_rows
+    assert first.client.query(ACTIVITY).result_rows == second.client.query(ACTIVITY).result_rows
+    assert {r[0] for r in rows} == {e.id for e in v2}  # each row keeps its scrape's id
 
 
 def test_a_bad_array_is_a_dead_letter_and_the_good_scrapes_are_stored(

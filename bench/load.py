@@ -1,13 +1,15 @@
 """Benchmark load: synthetic but valid gpu.metrics and scheduler events, pre-encoded as bytes.
 
 One ``gpu.sample`` message (schema version 2: columns) per (node, scrape) carrying all 8 GPUs of
-the node, as dcgm-exporter's collector publishes it, plus one Kubernetes pod per node and period
-holding half of the node's GPUs, so attribution writes allocated, idle and unallocated facts. The
-pod is published when it has ended (at the period's last scrape), or with ``announce_start`` as
-the Kubernetes collector follows it live: ``allocation.running`` at the period's first scrape,
-``allocation.ended`` at the first scrape after its end. Messages are built with
-orjson from plain dicts (the same wire form as ``Envelope.to_bytes``) and keyed like the producer
-keys them (``cluster/node``), so a node's samples and placements share a partition.
+the node, as dcgm-exporter's collector publishes it (or, with ``Load.scrapes_per_message``, a
+node's scrapes several to a message in version 3, as the ``query_range`` collector sends
+history), plus one Kubernetes pod per node and period holding half of the node's GPUs, so
+attribution writes allocated, idle and unallocated facts. The pod is published when it has ended
+(at the period's last scrape), or with ``announce_start`` as the Kubernetes collector follows it
+live: ``allocation.running`` at the period's first scrape, ``allocation.ended`` at the first
+scrape after its end. Messages are built with orjson from plain dicts (the same wire form as
+``Envelope.to_bytes``) and keyed like the producer keys them (``cluster/node``), so a node's
+samples and placements share a partition.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ class Load:
     node_prefix: str = "node"
     alloc_period_s: int = 7200
     announce_start: bool = False  # a pod's start published when it starts (see the module docstring)
+    scrapes_per_message: int = 1  # > 1: a node's scrapes go out this many to a message (version 3)
 
     def round_time(self, index: int) -> datetime:
         return self.start + timedelta(seconds=self.interval_s * index)
@@ -76,29 +79,36 @@ class Load:
 Message = tuple[str, bytes, bytes]  # (logical topic, key, value)
 
 
-def sample_message(load: Load, node: int, index: int) -> bytes:
-    """One node scrape in the collectors' wire form (``gpu.sample`` schema version 2, columns)."""
+def sample_message(load: Load, node: int, index: int, count: int = 1) -> bytes:
+    """Scrapes ``index`` to ``index + count`` of one node in the collectors' wire form: one scrape
+    in ``gpu.sample`` schema version 2 (columns), several in version 3 (as the ``query_range``
+    collector sends a node's history)."""
     t = load.round_time(index)
+    last = load.round_time(index + count - 1)
     name = f"{load.node_prefix}-{node:04d}"
     gpus = range(GPUS_PER_NODE)
+    scrapes = range(index, index + count)
+    data: dict[str, object] = {
+        "node": name,
+        "interval_s": load.interval_s,
+        "uuid": [f"GPU-{name}-{g}" for g in gpus] * count,
+        "index": list(gpus) * count,
+        "model": [MODEL] * GPUS_PER_NODE * count,
+        "gr_engine_active": [round(((i * 7 + node * 3 + g * 11) % 100) / 100, 2) for i in scrapes for g in gpus],
+        "fb_used_mib": [1024.0 * g for g in gpus] * count,
+        "power_w": [300.0 + g for g in gpus] * count,
+    }
+    if count > 1:
+        data["offset_us"] = [(i - index) * load.interval_s * 1_000_000 for i in scrapes for _ in gpus]
     return orjson.dumps(
         {
-            "id": ev.event_id("gpu.sample", CLUSTER, name, t),
+            "id": ev.event_id("gpu.sample", CLUSTER, name, t, *([last, count] if count > 1 else [])),
             "source": "dcgm",
             "type": "gpu.sample",
-            "schema_version": 2,
+            "schema_version": 3 if count > 1 else 2,
             "time": t.isoformat(),
             "cluster": CLUSTER,
-            "data": {
-                "node": name,
-                "interval_s": load.interval_s,
-                "uuid": [f"GPU-{name}-{g}" for g in gpus],
-                "index": list(gpus),
-                "model": [MODEL] * GPUS_PER_NODE,
-                "gr_engine_active": [round(((index * 7 + node * 3 + g * 11) % 100) / 100, 2) for g in gpus],
-                "fb_used_mib": [1024.0 * g for g in gpus],
-                "power_w": [300.0 + g for g in gpus],
-            },
+            "data": data,
         }
     )
 
@@ -136,12 +146,18 @@ def allocation_message(load: Load, node: int, period: int, running: bool = False
 
 def messages(load: Load, first_round: int, rounds: int) -> Iterator[Message]:
     """Samples of rounds [first_round, first_round + rounds) in time order, each with its node's pods
-    (``Load.alloc_rounds``)."""
-    for index in range(first_round, first_round + rounds):
+    (``Load.alloc_rounds``); with ``Load.scrapes_per_message`` a node's scrapes go out when the
+    last of their message is due."""
+    per = load.scrapes_per_message
+    end = first_round + rounds
+    for index in range(first_round, end):
         pods = load.alloc_rounds(index)
+        begin = index - (index - first_round) % per
+        count = min(begin + per, end) - begin
         for node in range(load.nodes):
             key = node_key(CLUSTER, f"{load.node_prefix}-{node:04d}")
-            yield GPU_METRICS.name, key, sample_message(load, node, index)
+            if index == begin + count - 1:
+                yield GPU_METRICS.name, key, sample_message(load, node, begin, count)
             for period, running in pods:
                 yield SCHEDULER_ALLOCATIONS.name, key, allocation_message(load, node, period, running)
 
@@ -151,7 +167,11 @@ def encode(load: Load, first_round: int, rounds: int) -> list[Message]:
 
 
 def gpu_samples_in(batch: list[Message]) -> int:
-    return sum(GPUS_PER_NODE for topic, _, _ in batch if topic == GPU_METRICS.name)
+    return sum(len(orjson.loads(value)["data"]["uuid"]) for topic, _, value in batch if topic == GPU_METRICS.name)
+
+
+def gpu_messages_in(batch: list[Message]) -> int:
+    return sum(topic == GPU_METRICS.name for topic, _, _ in batch)
 
 
 def publish(settings: Settings, batch: list[Message]) -> float:

@@ -27,11 +27,12 @@ from typing import Any
 from kafka import KafkaAdminClient
 
 from bench import fresh, live, profile, query, sources
-from bench.load import GPUS_PER_NODE, Load, encode, gpu_samples_in, publish
+from bench.load import GPUS_PER_NODE, Load, encode, gpu_messages_in, gpu_samples_in, publish
 from bench.worker import Worker, bare_consume, reflect
 from infra.errors import ServiceError
 from infra.kafka.broker import broker_answers, ensure_topics
 from infra.services import apply_migrations, endpoint_answers
+from pipelines.parsers.dcgm_matrix import SCRAPE_ROWS
 from pipelines.settings import Settings
 from pipelines.topics import all_physical_topics
 from sql.client import server_client
@@ -55,6 +56,9 @@ class Sizes:
     live_nodes: int  # nodes scraped every live.INTERVAL_S, live and as a backlog
     live_seconds: float  # of each of the two parts
     sources: sources.Sizes  # collector inputs
+    # the stream phase's history as the query_range collector sends it: a node's scrapes this
+    # many to a message (``gpu.sample`` version 3; 1: one scrape a message, as a live collector)
+    scrapes_per_message: int = SCRAPE_ROWS // GPUS_PER_NODE
 
 
 SMOKE = Sizes(
@@ -99,17 +103,24 @@ def run(
     phases: tuple[str, ...] = PHASES,
     live_nodes: int | None = None,
     live_seconds: float | None = None,
+    scrapes_per_message: int | None = None,
 ) -> dict[str, Any]:
     """The ``phases`` asked for, the stream phases with ``workers`` stream workers (one consumer
     group); ``profile_out``: py-spy's collapsed stacks of the first worker during the 23 h phase.
-    ``live_nodes``/``live_seconds`` override the mode's live sizes."""
+    ``live_nodes``/``live_seconds`` override the mode's live sizes, ``scrapes_per_message`` the
+    stream phase's (``Sizes.scrapes_per_message``)."""
     if not broker_answers(base) or not endpoint_answers(base):
         raise ServiceError("Kafka or ClickHouse does not answer: run `gpuledger up --workers 0` first")
     unknown = set(phases) - set(PHASES)
     if unknown:
         raise ValueError(f"unknown bench phases {sorted(unknown)}: choose from {', '.join(PHASES)}")
     sizes = SMOKE if smoke else FULL
-    sizes = replace(sizes, live_nodes=live_nodes or sizes.live_nodes, live_seconds=live_seconds or sizes.live_seconds)
+    sizes = replace(
+        sizes,
+        live_nodes=live_nodes or sizes.live_nodes,
+        live_seconds=live_seconds or sizes.live_seconds,
+        scrapes_per_message=scrapes_per_message or sizes.scrapes_per_message,
+    )
     tag = uuid.uuid4().hex[:8]
     home = Path(tempfile.mkdtemp(prefix=f"gpuledger-bench-{tag}-"))
     settings = isolated(base, tag, home)
@@ -121,6 +132,7 @@ def run(
         "tag": tag,
         "workers": workers,
         "phases": [p for p in PHASES if p in phases],
+        "scrapes_per_message": sizes.scrapes_per_message,
     }
     try:
         if "stream" in phases:
@@ -175,7 +187,7 @@ def _stream_phases(
     settings: Settings, sizes: Sizes, home: Path, say: Say, profile_out: Path | None, count: int = 1
 ) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    load = Load(sizes.nodes, sizes.interval_s)
+    load = Load(sizes.nodes, sizes.interval_s, scrapes_per_message=sizes.scrapes_per_message)
     first, total = load.rounds_for(1), load.rounds_for(24)
     hour = encode(load, 0, first)
     rest = encode(load, first, total - first)
@@ -205,9 +217,8 @@ def _stream_phases(
         )
         out["rss_growth_pct"] = round(100 * (out["rss_24h_mib"] / out["rss_1h_mib"] - 1), 1)
         say("bare aiokafka consume of the same gpu.metrics messages")
-        messages = total * sizes.nodes
-        bare_s = bare_consume(settings, messages)
-        out["bare_consume_samples_per_s"] = round(messages * GPUS_PER_NODE / bare_s, 1)
+        bare_s = bare_consume(settings, gpu_messages_in(hour) + gpu_messages_in(rest))
+        out["bare_consume_samples_per_s"] = round(total * sizes.nodes * GPUS_PER_NODE / bare_s, 1)
         out["pipeline_vs_bare_pct"] = round(100 * out["pipeline_samples_per_s"] / out["bare_consume_samples_per_s"], 3)
         say(f"paced load at {sizes.fresh_rate:.0f} GPU-samples/s for {sizes.fresh_seconds:.0f} s")
         paced = Load(sizes.fresh_nodes, 30, start=load.start + timedelta(days=40), node_prefix="fresh")

@@ -33,11 +33,11 @@ and dead-lettered whole.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from itertools import chain
-from typing import Any, Literal, cast, get_args
+from typing import Any, Literal, TypeVar, cast, get_args
 
 import orjson
 from pydantic import ConfigDict
@@ -74,6 +74,7 @@ _ARRAYS = frozenset(FIELDS)
 _DATA = frozenset({"node", "interval_s", *FIELDS})
 _DATA_V3 = _DATA | {"offset_us"}
 _SOURCES = frozenset(get_args(Source))
+E = TypeVar("E")
 _HUGE = 1.7e308  # finite: no JSON number beyond it
 _NUMBER: frozenset[type] = frozenset({int, float})
 _NUMBER_OR_NULL: frozenset[type] = frozenset({int, float, type(None)})
@@ -232,6 +233,18 @@ def pack(events: Sequence[GpuColumnsEvent]) -> GpuColumnsEvent:
     offsets = [(e.time - first.time) // timedelta(microseconds=1) for e in ordered for _ in range(e.data.n)]
     data = GpuColumns(first.data.node, first.data.interval_s, columns, offsets)
     return scrapes_event(source=first.source, time=first.time, cluster=first.cluster, data=data)
+
+
+def per_scrape(events: Iterable[E]) -> list[E]:
+    """The events as sent, each version 3 message replaced by the version 2 scrapes it carries
+    (for readers that look at one scrape at a time)."""
+    out: list[E] = []
+    for e in events:
+        if isinstance(e, GpuColumnsEvent) and e.data.offset_us is not None:
+            out.extend(cast(list[E], e.scrapes()))
+        else:
+            out.append(e)
+    return out
 
 
 def is_columns(obj: Any) -> bool:

@@ -56,6 +56,10 @@ def _glibc() -> ctypes.CDLL | None:
 _LIBC = _glibc()
 BATCH_MAX = 2000
 BATCH_WITHIN_S = 0.5
+# a batch is written in parts of at most this many bytes of messages (at least one message each):
+# 2,000 scrapes of one node each are one part, 2,000 messages of a node's history (``gpu.sample``
+# version 3, hundreds of rows each) several, so what a write decodes at once stays bounded
+PART_BYTES = 4 * 1024 * 1024
 STEP_INTERVAL_S = 1.0
 
 
@@ -277,6 +281,19 @@ async def _write_durably(run: Any, write: Any, messages: list[Message], logical:
                 await _write_durably(run, lambda ms, letter=letter: letter(ms[0]), [message], logical, dead_letter)
 
 
+def parts(messages: list[Message], limit: int) -> list[list[Message]]:
+    """``messages`` in order, cut into runs of at most ``limit`` bytes of values (a larger message alone)."""
+    out: list[list[Message]] = []
+    size = limit
+    for m in messages:
+        if size + len(m.value) > limit:
+            out.append([])
+            size = 0
+        out[-1].append(m)
+        size += len(m.value)
+    return out
+
+
 def _register_sink(app: faust.App, logical: str, physical: str, run: Any, write: Any, dead_letter: Any) -> None:
     topic = app.topic(physical, key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw")
 
@@ -284,7 +301,8 @@ def _register_sink(app: faust.App, logical: str, physical: str, run: Any, write:
         async for batch in stream.take_events(BATCH_MAX, within=BATCH_WITHIN_S):  # type: ignore[attr-defined]
             messages = [Message(logical, e.message.partition, e.message.offset, e.message.value) for e in batch]
             try:
-                await _write_durably(run, write, messages, logical, dead_letter)
+                for part in parts(messages, PART_BYTES):  # the batch is acknowledged once all are written
+                    await _write_durably(run, write, part, logical, dead_letter)
             except WarehouseMismatch as exc:
                 stop_loudly(str(exc))
 

@@ -73,6 +73,15 @@ def bench(
             help="duration of the live part and size of the backlog (default 300; with --smoke 30)",
         ),
     ] = None,
+    scrapes_per_message: Annotated[
+        int | None,
+        typer.Option(
+            "--scrapes-per-message",
+            min=1,
+            help="the stream phase's history: a node's scrapes this many to a message, as the query_range "
+            "collector sends them (default 32; 1: one scrape a message, as a live collector sends them)",
+        ),
+    ] = None,
 ) -> None:
     """Measure the pipeline on one set of synthetic messages and compare with the targets."""
     from bench.report import machine, markdown_table, table_rows
@@ -93,6 +102,7 @@ def bench(
         phases=phases,
         live_nodes=live_nodes,
         live_seconds=live_seconds,
+        scrapes_per_message=scrapes_per_message,
     )
     if format == BenchFormat.json:
         typer.echo(json.dumps(results, indent=2, sort_keys=True))

@@ -23,13 +23,12 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, cast
 
 import numpy as np
 
-from pipelines.events import event_id
-from pipelines.gpu_columns import INTS, GpuColumns, build_event
+from pipelines.gpu_columns import INTS, GpuColumns, build_event, scrape_id, scrapes_event
 from pipelines.parsers.base import ParseResult, gc_paused
 from pipelines.times import from_epoch
 
@@ -46,6 +45,10 @@ _POINTS = b'"values":['
 _NUMBER = b"0123456789.eE+-NaIinf"
 _DIGIT = np.zeros(256, dtype=bool)
 _DIGIT[list(b"0123456789")] = True
+# rows of one message: a node's scrapes go out several to a message (``gpu.sample`` version 3), the
+# stream's per-message cost paid once per up to this many GPU rows (about 60 kB of JSON)
+SCRAPE_ROWS = 256
+_US = timedelta(microseconds=1)
 
 
 @dataclass
@@ -449,15 +452,22 @@ def _events(
         }
         for name in META:
             shared[name] = [metas[j][name] for j in order]
-        block = np.ix_(np.array(group), picked)
-        values = {key: objs[block].tolist() for key, objs in columns_of.items()}
-        for i, row in enumerate(group):
-            when = stamps[row]
-            columns = {**shared, **{key: per_row[i] for key, per_row in values.items()}}
-            event = build_event(
-                event_id("gpu.sample", cluster, host, when), "dcgm", when, cluster, GpuColumns(host, step, columns)
-            )
-            out.append((row, event))
+        per_message = max(1, SCRAPE_ROWS // len(picked))
+        for at in range(0, len(group), per_message):
+            rows = group[at : at + per_message]
+            block = np.ix_(np.array(rows), picked)
+            columns = {name: values * len(rows) for name, values in shared.items()}
+            columns.update((key, objs[block].ravel().tolist()) for key, objs in columns_of.items())
+            start = stamps[rows[0]]
+            if len(rows) == 1:  # one scrape: version 2
+                event = build_event(
+                    scrape_id(cluster, host, start), "dcgm", start, cluster, GpuColumns(host, step, columns)
+                )
+            else:
+                offsets = [(stamps[row] - start) // _US for row in rows for _ in picked]
+                data = GpuColumns(host, step, columns, offsets)
+                event = scrapes_event(source="dcgm", time=start, cluster=cluster, data=data, checked=True)
+            out.append((rows[0], event))
     out.sort(key=lambda pair: pair[0])
     return [event for _, event in out]
 

@@ -233,3 +233,21 @@ def test_the_attribution_micro_benchmark_reads_the_benchmark_load_as_published()
     assert result["gpu_samples"] == 2 * 8 * 120  # 2 nodes × 8 GPUs, a scrape every 30 s for an hour
     assert result["fact_rows"] > 0 and result["same_fact_count"]
     assert result["vector_share_of_samples"] == 1.0
+
+
+def test_the_load_packed_several_scrapes_a_message_stores_the_rows_of_one_scrape_a_message() -> None:
+    from bench.load import encode, gpu_messages_in, gpu_samples_in
+    from pipelines import wire
+    from streams.ingest.rows import as_rows, rows_for
+
+    single, packed = encode(Load(2, 30), 0, 10), encode(Load(2, 30, scrapes_per_message=4), 0, 10)
+    assert gpu_samples_in(single) == gpu_samples_in(packed) == 2 * 10 * 8
+    assert gpu_messages_in(single) == 20 and gpu_messages_in(packed) == 6  # 4 + 4 + 2 scrapes per node
+    assert [m for m in single if m[0] != "gpu.metrics"] == [m for m in packed if m[0] != "gpu.metrics"]
+
+    def rows(batch: list[tuple[str, bytes, bytes]]) -> list[dict[str, object]]:
+        events = [wire.decode(value) for topic, _, value in batch if topic == "gpu.metrics"]
+        return sorted(as_rows(rows_for(events)[0]["gpu_samples"]), key=lambda r: (r["node"], r["time"], r["uuid"]))
+
+    assert rows(packed) == rows(single)
+    assert {orjson.loads(m[2])["schema_version"] for m in packed if m[0] == "gpu.metrics"} == {3}

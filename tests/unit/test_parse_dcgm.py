@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from pipelines.events import GpuMetricsEvent, GpuSample, event_id, mig_fraction
+from pipelines.gpu_columns import per_scrape
 from pipelines.parsers import dcgm, prom
 from pipelines.parsers.base import NotThisFormat
 
@@ -26,8 +27,9 @@ U2 = "GPU-1f3e5d7c-9b0a-2c4e-6f8a-0b2d4f6a8c0e"
 def run(name: str, **hints: object) -> tuple[list[GpuMetricsEvent], list[str]]:
     hints.setdefault("scrape_time", SCRAPE)
     result = dcgm.parse((FIX / name).read_bytes(), cluster="c1", origin=name, **hints)
-    assert all(isinstance(e, GpuMetricsEvent) for e in result.events)
-    return result.events, [d.reason for d in result.dead_letters]  # type: ignore[return-value]
+    events = per_scrape(result.events)  # a body of several scrapes is one version 3 message per node
+    assert all(isinstance(e, GpuMetricsEvent) for e in events)
+    return events, [d.reason for d in result.dead_letters]  # type: ignore[return-value]
 
 
 def by_slot(event: GpuMetricsEvent) -> dict[str, GpuSample]:

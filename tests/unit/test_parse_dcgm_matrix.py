@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from bench.load import Load
 from bench.sources import SELECTED, query_range_answer
 from bench.sources import exposition as bench_exposition
-from pipelines.gpu_columns import GpuColumnsEvent
+from pipelines.gpu_columns import GpuColumnsEvent, per_scrape
+from pipelines import wire
 from pipelines.parsers import dcgm, dcgm_matrix, dcgm_text
 from pipelines.parsers.base import ParseResult
 from pipelines.times import time_hint
@@ -53,7 +54,13 @@ METRICS = [
 
 
 def outcome(result: ParseResult) -> tuple[list[bytes], list[tuple[str, str]]]:
-    return [e.to_bytes() for e in result.events], sorted((d.reason, d.raw) for d in result.dead_letters)
+    """The scrapes (a version 3 message as the version 2 scrapes it carries) and the dead letters."""
+    return [e.to_bytes() for e in scrapes(result)], sorted((d.reason, d.raw) for d in result.dead_letters)
+
+
+def scrapes(result: ParseResult) -> list[Any]:
+    """The events one scrape each, by node and time (the order of a node's messages means nothing)."""
+    return sorted(per_scrape(result.events), key=lambda e: (e.cluster, e.data.node, e.time))
 
 
 CLEAN = ["1", "0", "NaN", "9223372036854775794"]  # within range of every field
@@ -100,7 +107,7 @@ def test_columnar_path_equals_record_path(answer: dict[str, Any], hint: str | No
         assert fast == slow
         return
     assert outcome(fast) == outcome(slow)
-    assert [e.data.gpus for e in fast.events] == [e.data.gpus for e in slow.events]
+    assert [e.data.gpus for e in scrapes(fast)] == [e.data.gpus for e in scrapes(slow)]
     assert fast.notes == slow.notes
 
 
@@ -151,11 +158,30 @@ def test_a_clean_answer_takes_the_columnar_path() -> None:
     fast = dcgm_matrix.read(
         body, cluster="c1", node=None, interval_s=None, fields=dcgm.FIELDS, describe=dcgm._series, blank=dcgm._is_blank
     )
-    assert fast is not None and len(fast.events) == 8 and not fast.dead_letters
-    assert all(isinstance(e, GpuColumnsEvent) and e.data.n == 8 for e in fast.events)
+    assert fast is not None and len(fast.events) == 2 and not fast.dead_letters  # one message per node
+    assert all(isinstance(e, GpuColumnsEvent) and e.schema_version == 3 and e.data.n == 32 for e in fast.events)
+    assert len(scrapes(fast)) == 8 and all(e.data.n == 8 for e in scrapes(fast))
     slow = dcgm.parse_query_range(orjson.loads(body), cluster="c1")
     assert outcome(fast) == outcome(slow)
     assert fast.events[0].data.interval_s == 30.0
+
+
+def test_a_node_s_scrapes_go_out_up_to_256_rows_a_message_and_one_scrape_alone_as_version_2() -> None:
+    assert dcgm_matrix.SCRAPE_ROWS == 256  # 32 scrapes of an 8-GPU node
+    fast = dcgm.parse_query_range(query_range_answer(Load(1, 30, node_prefix="m"), 97), cluster="c1")
+    assert [(e.schema_version, e.data.n) for e in fast.events] == [(3, 256), (3, 256), (3, 256), (2, 8)]
+    back = [wire.decode(e.to_bytes()) for e in fast.events]
+    assert [orjson.loads(e.to_bytes()) for e in back] == [orjson.loads(e.to_bytes()) for e in fast.events]
+    times = [e.time for e in scrapes(fast)]
+    assert len(times) == len(set(times)) == 97 and [e.time for e in fast.events] == [
+        times[0],
+        times[32],
+        times[64],
+        times[96],
+    ]
+    assert fast.events[0].last_time == times[31]  # type: ignore[attr-defined]
+    slow = dcgm.parse_query_range(orjson.loads(query_range_answer(Load(1, 30, node_prefix="m"), 97)), cluster="c1")
+    assert outcome(fast) == outcome(slow) and len(slow.events) == 97
 
 
 def exposition(answer: dict[str, Any], stamped: bool, spoiler: str) -> str:
@@ -260,7 +286,7 @@ def test_one_bad_record_sends_only_its_node_record_by_record(monkeypatch: pytest
     assert read == [{bad["metric"]["Hostname"]}]  # the three clean nodes took the columnar path
     whole = dcgm.parse_query_range(answer, cluster="c1")  # a decoded answer: all of it record by record
     assert outcome(mixed) == outcome(whole) and len(mixed.dead_letters) == 1
-    assert [e.data.gpus for e in mixed.events] == [e.data.gpus for e in whole.events]
+    assert [e.data.gpus for e in scrapes(mixed)] == [e.data.gpus for e in scrapes(whole)]
 
 
 @given(
@@ -363,4 +389,4 @@ def test_without_pyarrow_the_answer_is_decoded_whole_with_the_same_events(monkey
     monkeypatch.setitem(sys.modules, "pyarrow", None)  # import pyarrow now raises ImportError
     assert dcgm_matrix.scan(body) is None
     without = dcgm.parse_query_range(body, cluster="c1")
-    assert outcome(without) == outcome(with_scan) and len(without.events) == 8
+    assert outcome(without) == outcome(with_scan) and len(scrapes(without)) == 8

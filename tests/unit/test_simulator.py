@@ -261,12 +261,13 @@ def test_parsed_scheduler_files_tell_the_truths_attempts(small: SimulationResult
 
 
 def test_busy_recomputed_from_parsed_metrics_matches_the_truth(small: SimulationResult) -> None:
+    from pipelines.gpu_columns import per_scrape
     from pipelines.parsers import dcgm
 
     step, end = small.truth["scrape_interval_s"], small.config.end.timestamp()
     samples: dict[tuple[str, int | None], list[tuple[float, float]]] = defaultdict(list)
     index: dict[tuple[str, int | None], str] = {}
-    for event in dcgm.parse(small.path("dcgm/query_range.json").read_bytes(), cluster="x").events:
+    for event in per_scrape(dcgm.parse(small.path("dcgm/query_range.json").read_bytes(), cluster="x").events):
         for g in event.data.gpus:
             samples[(g.uuid, g.mig_instance)].append((event.time.timestamp(), g.utilization or 0.0))
             index[(event.data.node, g.index)] = g.uuid

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from bench.load import Load
 from bench.sources import SELECTED, query_range_answer
 from bench.sources import exposition as bench_exposition
-from pipelines.gpu_columns import GpuColumnsEvent, per_scrape
 from pipelines import wire
+from pipelines.gpu_columns import GpuColumnsEvent, per_scrape
 from pipelines.parsers import dcgm, dcgm_matrix, dcgm_text
 from pipelines.parsers.base import ParseResult
 from pipelines.times import time_hint

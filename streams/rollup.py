@@ -14,8 +14,9 @@ When to call what:
   The stream worker does not run it in its ingest thread: the raw sink records a request
   (``request_rebuild``) and each attribution step works requests off at most ``STEP_BUDGET`` of
   hours (``work_requests``), recording how far it got, so a crash resumes where it stopped;
-- ``rebuild_written`` is ``rebuild_hours`` for a whole attribution step (one INSERT per cluster and
-  span of hours instead of one per node), ``rebuild_stale`` the repair after a worker stopped
+- ``rebuild_written`` is ``rebuild_hours`` for one group of an attribution step (one INSERT per
+  cluster and span of hours instead of one per node), ``rebuild_merged`` for the groups of a step
+  catching up (one INSERT per run of touching hours, at most a day), ``rebuild_stale`` the repair after a worker stopped
   between a write and its rebuild (facts or org versions newer than the hour's latest rebuild).
 
 Ordering: the version is taken (``time.time_ns()``, like ``streams.store.now_seq``) before the
@@ -117,6 +118,29 @@ def group_written(written: Iterable[Written]) -> list[Batch]:
 def rebuild_written(client: Client, written: Iterable[Written]) -> int:
     """Rebuild after one attribution step: one ``rebuild_hours`` per cluster and span of hours written."""
     batches = group_written(written)
+    for cluster, nodes, a, b in batches:
+        rebuild_hours(client, cluster, nodes, a, b)
+    return len(batches)
+
+
+def merge_written(written: Iterable[Written], size: timedelta = CHUNK) -> list[Batch]:
+    """Writes of several groups → one (cluster, nodes, hour_start, hour_end) per run of touching or
+    overlapping hours of a cluster, at most ``size`` long, with every node written in it: a run
+    rebuilds a few (node, hour) pairs no group wrote, which is harmless (a rebuild is idempotent)
+    and far cheaper than one rebuild per group (most of a rebuild's cost is fixed)."""
+    out: list[Batch] = []
+    for cluster, nodes, a, b in group_written(written):  # sorted by cluster, then start
+        last = out[-1] if out else None
+        if last and last[0] == cluster and a <= last[3] and max(b, last[3]) - last[2] <= size:
+            out[-1] = (cluster, sorted(set(last[1]) | set(nodes)), last[2], max(b, last[3]))
+        else:
+            out.append((cluster, nodes, a, b))
+    return out
+
+
+def rebuild_merged(client: Client, written: Iterable[Written]) -> int:
+    """``rebuild_hours`` for each run of ``merge_written``; returns how many INSERTs ran."""
+    batches = merge_written(written)
     for cluster, nodes, a, b in batches:
         rebuild_hours(client, cluster, nodes, a, b)
     return len(batches)

@@ -198,7 +198,8 @@ def run_step(
     """Compute every due range of the owned nodes, a chunk of each node per round.
 
     A round handles groups of nodes with four queries and one insert per table per group (a live
-    step is one group); a group's inserts run behind, while the next group is read and computed.
+    step is one group); a group's inserts run behind, while the next group is read and computed,
+    and the hours those groups wrote are rebuilt in the rollup together when the step ends.
     A node's progress reaches its activity seq only with its last chunk, so a crash in between
     redoes the whole range (the facts are idempotent). ``state`` carries what the worker learnt
     (each node's scrape interval, when rebuilds were last looked for) to the next step.
@@ -221,13 +222,15 @@ def run_step(
         # after writing, progress changed: the next step reads again; so does one while nodes wait
         state.recheck_at = -math.inf if remaining or state.waiting else recheck_at(rows, settings, now_ns, owns)
     report.nodes = len(remaining)
+    behind = False
     try:
         while remaining:
             chunks = [_chunk(p) for p in remaining]
             failed: set[tuple[str, str]] = set()
             todo = groups(chunks)
-            # behind only when another group follows (a live step is one group: written at once)
-            behind = len(todo) > 1 or any(c.end < p.end for p, c in zip(remaining, chunks, strict=True))
+            # behind when another group follows (a live step is one group: written at once), and
+            # so is the rest of a step once it has begun so: their rollup is rebuilt together
+            behind = behind or len(todo) > 1 or any(c.end < p.end for p, c in zip(remaining, chunks, strict=True))
             for group in todo:
                 failed |= _compute_group(wh, settings, group, report, quarantined, state.memory, behind)
             remaining = [

@@ -99,12 +99,18 @@ class AttributionWarehouse(Warehouse):
         super().__init__(settings)
         self._writer: AttributionWarehouse | None = None  # its own client, used only by its thread
         self._executor: ThreadPoolExecutor | None = None
-        self._writes: Future[None] | None = None
+        self._writes: list[Future[None]] = []
+        # on the writer: the hours and progress of groups written behind, rebuilt and recorded together
+        self._deferred: list[rollup.Written] = []
+        self._deferred_progress: list[dict[str, Any]] = []
 
     def close(self) -> None:
-        """Close the clients (the write behind finishes first; a failure of it still raises in
-        ``written``: a retry closes the client too, and must not swallow it)."""
+        """Close the clients (the write behind finishes first, its deferred rollup and progress
+        written; a failure of it still raises in ``written``: a retry closes the client too, and
+        must not swallow it)."""
         if self._executor is not None:
+            if self._writer is not None:
+                self._writes.append(self._executor.submit(self._writer.flush_deferred))
             self._executor.shutdown(wait=True)
             self._executor = None
         if self._writer is not None:
@@ -227,12 +233,14 @@ class AttributionWarehouse(Warehouse):
             )
         return out
 
-    def write_fact_batch(self, batch: Sequence[NodeFacts]) -> None:
+    def write_fact_batch(self, batch: Sequence[NodeFacts], defer: bool = False) -> None:
         """Facts, every window's capacity row, the hours' rollup, then progress, for many nodes at once:
         one insert per table (rows from ``attribution.rows``).
 
         All rows of one call share a version. A crash between the inserts leaves progress behind,
-        so the ranges are computed and written again (same fact ids, a higher version).
+        so the ranges are computed and written again (same fact ids, a higher version). ``defer``:
+        the rollup and progress wait for ``flush_deferred`` (a step's groups written behind: their
+        hours rebuilt together), or for a day of hours to gather.
         """
         if not batch:
             return
@@ -242,26 +250,57 @@ class AttributionWarehouse(Warehouse):
         if rows.conflicts:
             self.insert("attribution_conflicts", rows.conflicts)
         written = [(item.cluster, item.node, *rollup.window_hours(item.windows)) for item in batch if item.windows]
+        if defer:
+            self._deferred += written
+            self._deferred_progress += rows.progress
+            spans = [w[2] for w in self._deferred] + [w[3] for w in self._deferred]
+            if spans and max(spans) - min(spans) >= rollup.CHUNK:
+                self.flush_deferred()
+            return
         self._retry("rebuild of the hourly rollup", lambda: rollup.rebuild_written(self.client, written))
         self.insert("attribution_progress", rows.progress)
+
+    def flush_deferred(self) -> None:
+        """The rollup of every deferred group's hours (one rebuild per run of touching hours,
+        ``rollup.rebuild_merged``), then their progress; dropped if that fails (their ranges are
+        computed again)."""
+        written, progress = self._deferred, self._deferred_progress
+        self._deferred, self._deferred_progress = [], []
+        if written:
+            self._retry("rebuild of the hourly rollup", lambda: rollup.rebuild_merged(self.client, written))
+        if progress:
+            self.insert("attribution_progress", progress)
 
     def write_behind(self, batch: Sequence[NodeFacts]) -> None:
         """``write_fact_batch`` on a second thread and client, once the previous one has finished
         (so writes keep their order and one batch at most waits in memory): the caller reads and
-        computes its next group meanwhile. A failed write raises here or in ``written``."""
-        self.written()
+        computes its next group meanwhile. The rollup and progress of these groups are written by
+        ``written`` (or ``close``). A failed write raises here or in ``written``."""
+        self._wait()
         if not batch:
             return
         if self._executor is None or self._writer is None:
             self._writer = AttributionWarehouse(self.settings)
             self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="facts-writer")
-        self._writes = self._executor.submit(self._writer.write_fact_batch, batch)
+        self._writes.append(self._executor.submit(self._writer.write_fact_batch, batch, True))
 
     def written(self) -> None:
-        """Wait for the write behind, if any (raising what it raised)."""
-        pending, self._writes = self._writes, None
-        if pending is not None:
-            pending.result()
+        """Wait for the writes behind, then write their rollup and progress (raising the first
+        failure of either)."""
+        self._wait()
+        if self._executor is not None and self._writer is not None:
+            self._executor.submit(self._writer.flush_deferred).result()
+
+    def _wait(self) -> None:
+        pending, self._writes = self._writes, []
+        failure: BaseException | None = None
+        for write in pending:
+            try:
+                write.result()
+            except BaseException as exc:  # every write awaited; the first failure raised
+                failure = failure or exc
+        if failure is not None:
+            raise failure
 
     def attempt_inputs(self, cluster: str, job_ids: Sequence[str]) -> tuple[list[tuple[Any, ...]], list[Checkpoint]]:
         rows = self.query("attempt_snapshots", {"cluster": cluster, "jobs": list(job_ids)})

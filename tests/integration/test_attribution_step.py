@@ -199,3 +199,35 @@ def test_due_nodes_read_only_the_activity_after_progress(warehouse: AttributionW
     rows, read = due()
     assert rows == [n1, ("c", "n2", t, t, processed + 2, 1, t, datetime(1970, 1, 1, tzinfo=UTC), 0)]
     assert read > processed
+
+
+def test_the_groups_of_a_step_rebuild_their_hours_of_the_rollup_together(
+    warehouse: AttributionWarehouse, isolated_settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A step catching up writes its groups behind; their hours of the rollup are rebuilt in one
+    statement per run of touching hours (a day at most), not one per group, and equal the facts."""
+    from streams import rollup
+
+    rebuilds: list[tuple[datetime, datetime]] = []
+    rebuild = rollup._rebuild
+
+    def counted(client: object, scope: dict[str, object], a: datetime, b: datetime) -> None:
+        rebuilds.append((a, b))
+        rebuild(client, scope, a, b)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(rollup, "_rebuild", counted)
+    load = Load(nodes=3, interval_s=60)
+    _ingest(warehouse, load, load.rounds_for(30))  # 30 rounds of an hour: more than a day of hours
+    time.sleep(step.IDLE_FLUSH_S + 0.2)
+    report = step.run_step(warehouse, isolated_settings, lambda cluster, node: True)
+    assert report.nodes == 3 and report.windows == 3 * 30 * 60
+    start = as_utc(load.start)
+    assert rebuilds == [
+        (start, start + timedelta(hours=24)),
+        (start + timedelta(hours=24), start + timedelta(hours=30)),
+    ]
+    facts, hourly = warehouse.client.query(
+        "SELECT (SELECT sum(gpu_seconds) FROM current_facts), (SELECT sum(gpu_seconds) FROM current_hourly)"
+    ).result_rows[0]
+    assert facts == pytest.approx(3 * 30 * 3600 * GPUS_PER_NODE) and hourly == pytest.approx(facts, rel=1e-12)
+    assert all(not r.pending and r.closed_until == start + timedelta(hours=30) for r in warehouse.pending_nodes())

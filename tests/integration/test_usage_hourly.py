@@ -22,6 +22,7 @@ from streams.rollup import (
     group_stale,
     group_written,
     hour_span,
+    merge_written,
     rebuild_hours,
     rebuild_since,
     rebuild_stale,
@@ -315,6 +316,24 @@ def test_writes_of_one_step_group_into_one_rebuild_per_cluster_and_span() -> Non
         ("d", ["n1"], T0, T0 + HOUR),
     ]
     assert group_written([]) == []
+
+
+def test_writes_of_a_step_s_groups_merge_into_runs_of_touching_hours_of_at_most_a_day() -> None:
+    written = [
+        ("c", "n1", at(0), at(60)),  # hour 0
+        ("c", "n2", at(60), at(120)),  # hour 1: touches hour 0
+        ("c", "n1", at(30), at(90)),  # hours 0-1
+        ("c", "n3", at(300), at(360)),  # hour 5: a gap before it
+        ("d", "n1", at(60), at(120)),
+    ]
+    assert merge_written(written) == [
+        ("c", ["n1", "n2"], T0, T0 + 2 * HOUR),
+        ("c", ["n3"], T0 + 5 * HOUR, T0 + 6 * HOUR),
+        ("d", ["n1"], T0 + HOUR, T0 + 2 * HOUR),
+    ]
+    day = [("c", "n1", at(60 * h), at(60 * h + 60)) for h in range(30)]
+    assert merge_written(day) == [("c", ["n1"], T0, T0 + 24 * HOUR), ("c", ["n1"], T0 + 24 * HOUR, T0 + 30 * HOUR)]
+    assert merge_written([]) == []
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,5 @@
-"""A sink batch is written in parts of bounded bytes, in order, each message in exactly one part."""
+"""A sink batch is written in parts of bounded bytes, in order, each message in exactly one part;
+the worker's Arrow buffers come from the heap it trims."""
 
 from __future__ import annotations
 
@@ -24,3 +25,16 @@ def test_a_message_larger_than_the_limit_is_a_part_of_its_own() -> None:
     batch = _batch([10, 5_000, 10, 10])
     assert [[m.offset for m in p] for p in parts(batch, 100)] == [[0], [1], [2, 3]]
     assert parts([], 100) == []
+
+
+def test_the_worker_takes_arrow_buffers_from_the_trimmed_heap() -> None:
+    import pyarrow as pa
+
+    from streams.app import use_system_allocator_for_arrow
+
+    before = pa.default_memory_pool()
+    try:
+        use_system_allocator_for_arrow()
+        assert pa.default_memory_pool().backend_name == "system"
+    finally:
+        pa.set_memory_pool(before)

@@ -12,8 +12,8 @@ Every Kafka message is an :class:`Envelope` serialised as UTF-8 JSON::
 * ``data`` is typed per event ``type``; :data:`EVENT_MODELS` maps each type to its envelope class
   and :func:`pipelines.wire.decode` validates raw bytes into the right one.
 
-``gpu.sample`` (topic ``gpu.metrics``, one message per node scrape) has two schema versions, both
-accepted forever so that old logs replay into the same rows:
+``gpu.sample`` (topic ``gpu.metrics``) has three schema versions, all accepted forever so that old
+logs replay into the same rows (docs/WIRE.md):
 
 * **1** — ``data = {"node", "interval_s", "gpus": [GpuSample, …]}``: one object per GPU or MIG
   instance (:class:`GpuMetricsData`), validated per sample.
@@ -21,9 +21,11 @@ accepted forever so that old logs replay into the same rows:
   per :class:`GpuSample` field (``null`` = missing, an absent array = all missing), validated per
   message on the arrays (:mod:`pipelines.gpu_columns`). Collectors publish it; ``data.gpus`` of a
   decoded version 2 event still reads as :class:`GpuSample` rows.
+* **3** — several scrapes of one node: the arrays of version 2 plus ``offset_us``, each row's time
+  after the event's (:mod:`pipelines.gpu_columns`); what the ``query_range`` collector sends.
 
-Both versions of one scrape carry the same id (``event_id("gpu.sample", cluster, node, time)``),
-so sinks deduplicate them to one.
+Versions 1 and 2 of one scrape carry the same id (``event_id("gpu.sample", cluster, node, time)``),
+so sinks deduplicate them to one; every version of a scrape gives the same warehouse rows.
 
 Topic of each type: see :data:`TOPIC_OF_TYPE`.
 """
@@ -75,7 +77,7 @@ class _Model(BaseModel):
 
 
 # --------------------------------------------------------------------------------------------
-# gpu.metrics — one message per (node, sample time) carrying every GPU (and MIG instance) of it
+# gpu.metrics — a node's scrape(s), carrying every GPU (and MIG instance) of it
 # --------------------------------------------------------------------------------------------
 class GpuSample(_Model):
     """One GPU, or one MIG instance of it, at one sample time.

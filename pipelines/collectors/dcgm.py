@@ -1,4 +1,5 @@
-"""Live GPU metrics → ``gpu.sample`` events (topic ``gpu.metrics``), one per (node, sample time).
+"""Live GPU metrics → ``gpu.sample`` events (topic ``gpu.metrics``): a node's scrape, or several of
+its scrapes in one event (version 3) where the input holds them (a ``query_range`` answer).
 
 Two ways to read dcgm-exporter (a file of scrapes or of a ``query_range`` answer is
 ``gpuledger ingest dcgm``):

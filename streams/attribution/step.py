@@ -24,7 +24,6 @@ import logging
 import math
 import time
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -232,12 +231,8 @@ def run_step(
             # behind when another group follows (a live step is one group: written at once), and
             # so is the rest of a step once it has begun so: their rollup is rebuilt together
             behind = behind or len(todo) > 1 or any(c.end < p.end for p, c in zip(remaining, chunks, strict=True))
-            ahead: Future[GroupInputs] | None = None
-            for i, group in enumerate(todo):
-                read = ahead.result() if ahead is not None else None
-                # the next group's inputs are read (a third thread and client) while this one computes
-                ahead = _read_ahead(wh, todo[i + 1], state.memory) if i + 1 < len(todo) else None
-                failed |= _compute_group(wh, settings, group, report, quarantined, state.memory, behind, read)
+            for group in todo:
+                failed |= _compute_group(wh, settings, group, report, quarantined, state.memory, behind)
             remaining = [
                 replace(p, start=c.end)
                 for p, c in zip(remaining, chunks, strict=True)
@@ -252,53 +247,17 @@ def run_step(
     return report
 
 
-def _read_ahead(wh: AttributionWarehouse, group: list[Plan], memory: StepMemory) -> Future[GroupInputs]:
-    look = _lookbacks(group, memory)  # read here: the memory is the step's, not the reader's
-    return wh.ahead(lambda reader: read_group(reader, group, look))
-
-
 def _chunk(p: Plan) -> Plan:
     end = min(p.end, p.start + CHUNK_S)
     return replace(p, end=end, processed_seq=p.processed_seq if end >= p.end else p.previous_seq)
 
 
-@dataclass
-class GroupInputs:
-    """What a group's computation reads from the warehouse (``read_group``)."""
-
-    samples: dict[str, SampleColumns]
-    look: dict[str, float]  # each node's look-back before its range (s)
-    placements: dict[str, list[Any]]
-    rejected: dict[str, str]  # nodes whose stored allocations today's contract rejects: why
-    node_inputs: dict[str, Any]
-
-
-def read_group(wh: AttributionWarehouse, group: list[Plan], look: dict[str, float]) -> GroupInputs:
-    """A group's samples, placements and node inputs (four queries; ``look``: each node's look-back,
-    from the step's memory)."""
-    cluster = group[0].cluster
-    nodes = [p.node for p in group]
-    lo, hi = min(p.start for p in group), max(p.end for p in group)
-    samples, look = _load_samples(wh, cluster, group, look)
-    rejected: dict[str, str] = {}
-    placements = inputs.placements(wh, cluster, nodes, from_epoch(lo), from_epoch(hi), rejected)
-    # the inventory gives each GPU's state before the node's own look-back (a fatal XID long ago, a
-    # GPU that stopped reporting): a node sees its own range plus look-back whatever its group loaded
-    own_loaded = {p.node: from_epoch(p.start - look[p.node]) for p in group}
-    node_inputs = wh.node_inputs(cluster, nodes, from_epoch(lo), from_epoch(hi), own_loaded, INVENTORY_HORIZON_S)
-    return GroupInputs(samples, look, placements, rejected, node_inputs)
-
-
-def _lookbacks(group: list[Plan], memory: StepMemory) -> dict[str, float]:
-    return {p.node: memory.lookback((p.cluster, p.node)) for p in group}
-
-
 def _load_samples(
-    wh: AttributionWarehouse, cluster: str, group: list[Plan], look: dict[str, float]
+    wh: AttributionWarehouse, cluster: str, group: list[Plan], memory: StepMemory
 ) -> tuple[dict[str, SampleColumns], dict[str, float]]:
     """Each node's samples from its own look-back to its range end, and that look-back; a node whose
     samples state a longer interval than its look-back assumed is read again with ``LOOKBACK_S``."""
-    look = dict(look)
+    look = {p.node: memory.lookback((cluster, p.node)) for p in group}
     hi = max(p.end for p in group)
     loaded = min(p.start - look[p.node] for p in group)
     samples = wh.samples(cluster, [p.node for p in group], from_epoch(loaded), from_epoch(hi))
@@ -320,20 +279,19 @@ def _compute_group(
     quarantined: dict[tuple[str, str], Quarantine],
     memory: StepMemory,
     behind: bool = False,
-    read: GroupInputs | None = None,
 ) -> set[tuple[str, str]]:
     """Compute and write one group's chunks (``behind``: on the write-behind thread, while the
-    caller goes on to the next group; ``read``: its inputs, read ahead, else read now); returns the
-    nodes that failed (now in quarantine)."""
+    caller goes on to the next group); returns the nodes that failed (now in quarantine)."""
     cluster = group[0].cluster
-    got = read if read is not None else read_group(wh, group, _lookbacks(group, memory))
-    samples, look, placements, rejected, node_inputs = (
-        got.samples,
-        got.look,
-        got.placements,
-        got.rejected,
-        got.node_inputs,
-    )
+    nodes = [p.node for p in group]
+    lo, hi = min(p.start for p in group), max(p.end for p in group)
+    samples, look = _load_samples(wh, cluster, group, memory)
+    rejected: dict[str, str] = {}
+    placements = inputs.placements(wh, cluster, nodes, from_epoch(lo), from_epoch(hi), rejected)
+    # the inventory gives each GPU's state before the node's own look-back (a fatal XID long ago, a
+    # GPU that stopped reporting): a node sees its own range plus look-back whatever its group loaded
+    own_loaded = {p.node: from_epoch(p.start - look[p.node]) for p in group}
+    node_inputs = wh.node_inputs(cluster, nodes, from_epoch(lo), from_epoch(hi), own_loaded, INVENTORY_HORIZON_S)
     batch: list[NodeFacts] = []
     changes: list[Quarantine] = []
     for p in group:

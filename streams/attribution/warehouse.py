@@ -13,11 +13,11 @@ while it reads and computes the next group.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -28,8 +28,6 @@ from streams.attribution.attempts import AttemptFact, Checkpoint
 from streams.attribution.node_range import InventoryGpu, NodeInputs, NodeState, SampleColumns
 from streams.attribution.rows import NodeFacts, fact_rows
 from streams.store import Warehouse, now_seq
-
-T = TypeVar("T")
 
 
 class PendingNode(NamedTuple):
@@ -102,8 +100,6 @@ class AttributionWarehouse(Warehouse):
         self._writer: AttributionWarehouse | None = None  # its own client, used only by its thread
         self._executor: ThreadPoolExecutor | None = None
         self._writes: list[Future[None]] = []
-        self._reader: AttributionWarehouse | None = None  # its own client, used only by its thread
-        self._reading: ThreadPoolExecutor | None = None
         # on the writer: the hours and progress of groups written behind, rebuilt and recorded together
         self._deferred: list[rollup.Written] = []
         self._deferred_progress: list[dict[str, Any]] = []
@@ -120,12 +116,6 @@ class AttributionWarehouse(Warehouse):
         if self._writer is not None:
             self._writer.close()
             self._writer = None
-        if self._reading is not None:
-            self._reading.shutdown(wait=True)
-            self._reading = None
-        if self._reader is not None:
-            self._reader.close()
-            self._reader = None
         super().close()
 
     def pending_nodes(self) -> list[PendingNode]:
@@ -293,15 +283,6 @@ class AttributionWarehouse(Warehouse):
             self._writer = AttributionWarehouse(self.settings)
             self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="facts-writer")
         self._writes.append(self._executor.submit(self._writer.write_fact_batch, batch, True))
-
-    def ahead(self, read: Callable[[AttributionWarehouse], T]) -> Future[T]:
-        """``read(reader)`` on a third thread with its own client, in the order asked: the caller
-        computes meanwhile and takes the result when it needs it."""
-        if self._reading is None or self._reader is None:
-            self._reader = AttributionWarehouse(self.settings)
-            self._reading = ThreadPoolExecutor(max_workers=1, thread_name_prefix="inputs-reader")
-        reader = self._reader
-        return self._reading.submit(read, reader)
 
     def written(self) -> None:
         """Wait for the writes behind, then write their rollup and progress (raising the first

@@ -231,37 +231,3 @@ def test_the_groups_of_a_step_rebuild_their_hours_of_the_rollup_together(
     ).result_rows[0]
     assert facts == pytest.approx(3 * 30 * 3600 * GPUS_PER_NODE) and hourly == pytest.approx(facts, rel=1e-12)
     assert all(not r.pending and r.closed_until == start + timedelta(hours=30) for r in warehouse.pending_nodes())
-
-
-def test_the_next_group_s_inputs_read_ahead_give_the_facts_of_each_node_alone(
-    warehouse: AttributionWarehouse, isolated_settings: Settings, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """With one node per group, each round reads the next group's inputs on a second client while it
-    computes the current one; every node's facts are those of the node computed alone."""
-    monkeypatch.setattr(step, "MAX_NODES_PER_QUERY", 1)
-    asked: list[int] = []
-    ahead = AttributionWarehouse.ahead
-
-    def counted(self: AttributionWarehouse, read: object) -> object:
-        asked.append(1)
-        return ahead(self, read)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(AttributionWarehouse, "ahead", counted)
-    load = Load(nodes=3, interval_s=60)
-    hours = 3
-    _ingest(warehouse, load, load.rounds_for(hours))
-    time.sleep(step.IDLE_FLUSH_S + 0.2)
-    report = step.run_step(warehouse, isolated_settings, lambda cluster, node: True)
-    assert report.nodes == 3 and report.windows == 3 * hours * 60
-    assert len(asked) == hours * 2  # per round: the second and third group read ahead
-    rows = warehouse.client.query("SELECT node, fact_id, gpu_seconds, busy_seconds FROM current_facts").result_rows
-    start = load.start.timestamp()
-    for node in ("node-0000", "node-0001", "node-0002"):
-        samples = warehouse.samples(
-            CLUSTER, [node], from_epoch(start - step.LOOKBACK_S), from_epoch(start + hours * 3600)
-        )[node]
-        placements = inputs.placements(warehouse, CLUSTER, [node], from_epoch(start), from_epoch(start + hours * 3600))
-        alone = compute_range(CLUSTER, node, start, start + hours * 3600, 60, samples, placements[node])
-        assert {(f["fact_id"], f["gpu_seconds"], f["busy_seconds"]) for f in alone} == {
-            (r[1], r[2], r[3]) for r in rows if r[0] == node
-        }

@@ -22,6 +22,7 @@ from datetime import UTC, datetime, timedelta
 import orjson
 
 from pipelines import events as ev
+from pipelines.gpu_columns import scrape_id, scrapes_id
 from pipelines.producer import EventProducer
 from pipelines.settings import Settings
 from pipelines.topics import GPU_METRICS, SCHEDULER_ALLOCATIONS, node_key, physical_name
@@ -102,7 +103,7 @@ def sample_message(load: Load, node: int, index: int, count: int = 1) -> bytes:
         data["offset_us"] = [(i - index) * load.interval_s * 1_000_000 for i in scrapes for _ in gpus]
     return orjson.dumps(
         {
-            "id": ev.event_id("gpu.sample", CLUSTER, name, t, *([last, count] if count > 1 else [])),
+            "id": scrapes_id(CLUSTER, name, t, last, count) if count > 1 else scrape_id(CLUSTER, name, t),
             "source": "dcgm",
             "type": "gpu.sample",
             "schema_version": 3 if count > 1 else 2,

@@ -459,6 +459,12 @@ class Envelope(_Model):
     cluster: str = Field(min_length=1, max_length=128)
     data: Any
 
+    @property
+    def last_time(self) -> datetime:
+        """The latest time the event stands for: its ``time``, unless it carries several (a
+        ``gpu.sample`` of several scrapes)."""
+        return self.time
+
     def to_bytes(self) -> bytes:
         return orjson.dumps(self.model_dump(mode="json"))
 

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from itertools import chain
 from typing import Any, Literal, TypeVar, cast, get_args
 
@@ -43,7 +43,7 @@ import orjson
 from pydantic import ConfigDict
 
 from pipelines.events import GpuMetricsData, GpuMetricsEvent, GpuSample, InvalidEvent, Source, event_id
-from pipelines.times import MissingOffset, parse_rfc3339
+from pipelines.times import MICROSECOND, MissingOffset, parse_rfc3339
 
 COLUMNS_VERSION = 2
 SCRAPES_VERSION = 3
@@ -138,7 +138,11 @@ class GpuColumnsEvent(GpuMetricsEvent):
     def last_time(self) -> datetime:
         """The latest scrape's time (the event's own in version 2)."""
         offsets = self.data.offset_us
-        return self.time + timedelta(microseconds=max(offsets)) if offsets else self.time
+        return self.scrape_time(max(offsets)) if offsets else self.time
+
+    def scrape_time(self, offset_us: int) -> datetime:
+        """The time of the scrape at ``offset_us`` (a value of ``data.offset_us``)."""
+        return self.time + offset_us * MICROSECOND
 
     def scrapes(self) -> list[GpuColumnsEvent]:
         """The version 2 events of the scrapes this event carries, in time order (itself in version 2)."""
@@ -151,7 +155,7 @@ class GpuColumnsEvent(GpuMetricsEvent):
         out = []
         for offset in sorted(rows):
             picked = rows[offset]
-            when = self.time + timedelta(microseconds=offset)
+            when = self.scrape_time(offset)
             columns = {name: [values[i] for i in picked] for name, values in self.data.columns.items()}
             data = GpuColumns(self.data.node, self.data.interval_s, columns)
             out.append(build_event(scrape_id(self.cluster, data.node, when), self.source, when, self.cluster, data))
@@ -210,7 +214,7 @@ def scrapes_event(
     if not checked:
         check_columns(data.node, data.interval_s, data.columns)
         _check_offsets(offsets, data.n)
-    last = time + timedelta(microseconds=max(offsets)) if offsets else time
+    last = time + max(offsets) * MICROSECOND if offsets else time
     id_ = scrapes_id(cluster, data.node, time, last, len(set(offsets)))
     return build_event(id_, source, time, cluster, data)
 
@@ -230,7 +234,7 @@ def pack(events: Sequence[GpuColumnsEvent]) -> GpuColumnsEvent:
         raise ValueError("only version 2 scrapes of one node, cluster, source and interval pack together")
     names = [name for name in FIELDS if any(name in e.data.columns for e in ordered)]
     columns = {name: [v for e in ordered for v in e.data.column(name)] for name in names}
-    offsets = [(e.time - first.time) // timedelta(microseconds=1) for e in ordered for _ in range(e.data.n)]
+    offsets = [(e.time - first.time) // MICROSECOND for e in ordered for _ in range(e.data.n)]
     data = GpuColumns(first.data.node, first.data.interval_s, columns, offsets)
     return scrapes_event(source=first.source, time=first.time, cluster=first.cluster, data=data)
 

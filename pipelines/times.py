@@ -36,6 +36,7 @@ from datetime import UTC, date, datetime, timedelta
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 DAY = timedelta(days=1)
 HOUR = timedelta(hours=1)
+MICROSECOND = timedelta(microseconds=1)  # ``delta // MICROSECOND``: whole microseconds
 
 _RFC3339_START = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}")
 _EPOCH_DIGITS = re.compile(r"\d+(?:\.\d+)?")

@@ -23,14 +23,14 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, cast
 
 import numpy as np
 
 from pipelines.gpu_columns import INTS, GpuColumns, build_event, scrape_id, scrapes_event
 from pipelines.parsers.base import ParseResult, gc_paused
-from pipelines.times import from_epoch
+from pipelines.times import MICROSECOND, from_epoch
 
 Array = np.ndarray[Any, np.dtype[Any]]
 # one Prometheus float (Go's ParseFloat forms the exporters write); a list of them joined by newlines is
@@ -48,7 +48,6 @@ _DIGIT[list(b"0123456789")] = True
 # rows of one message: a node's scrapes go out several to a message (``gpu.sample`` version 3), the
 # stream's per-message cost paid once per up to this many GPU rows (about 60 kB of JSON)
 SCRAPE_ROWS = 256
-_US = timedelta(microseconds=1)
 
 
 @dataclass
@@ -464,7 +463,7 @@ def _events(
                     scrape_id(cluster, host, start), "dcgm", start, cluster, GpuColumns(host, step, columns)
                 )
             else:
-                offsets = [(stamps[row] - start) // _US for row in rows for _ in picked]
+                offsets = [(stamps[row] - start) // MICROSECOND for row in rows for _ in picked]
                 data = GpuColumns(host, step, columns, offsets)
                 event = scrapes_event(source="dcgm", time=start, cluster=cluster, data=data, checked=True)
             out.append((rows[0], event))

@@ -17,7 +17,6 @@ import orjson
 import pyarrow as pa
 
 from pipelines import events as ev
-from pipelines.gpu_columns import GpuColumnsEvent
 from pipelines.times import parse_iso
 from streams.ingest.samples import samples_table
 
@@ -307,7 +306,7 @@ def rows_for(
     for e in events:
         if isinstance(e, ev.GpuMetricsEvent):
             samples.append(e)
-            touch(e.cluster, e.data.node, e.time, e.last_time if isinstance(e, GpuColumnsEvent) else e.time, False)
+            touch(e.cluster, e.data.node, e.time, e.last_time, False)
         elif isinstance(e, ev.AllocationEvent | ev.NodeStateEvent):
             tables["raw_scheduler_allocations"].append(_allocation_row(e))
             node = e.data.node

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 from pipelines import events as ev
 from pipelines.gpu_columns import GpuColumns, GpuColumnsEvent, scrape_id
 from pipelines.gpu_models import model_key
+from pipelines.times import EPOCH, MICROSECOND
 
 # what the message carries → the gpu_samples columns it fills (SAMPLE_COLUMNS in streams.ingest.rows)
 _READ = (
@@ -41,8 +42,6 @@ _READ = (
     "hpc_job",
 )
 _TIME = pa.timestamp("us", tz="UTC")
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_US = timedelta(microseconds=1)
 
 
 def columns_of(event: ev.GpuMetricsEvent) -> GpuColumns:
@@ -61,15 +60,13 @@ def samples_table(events: Sequence[ev.GpuMetricsEvent]) -> pa.Table:
         for name in _READ:
             data[name] += cols.columns.get(name) or [None] * n
         counts.append(n)
-        if cols.offset_us is None:
+        if isinstance(e, GpuColumnsEvent) and cols.offset_us is not None:
+            offsets += cols.offset_us
+            scrape = {o: scrape_id(e.cluster, cols.node, e.scrape_time(o)) for o in set(cols.offset_us)}
+            ids += [scrape[o] for o in cols.offset_us]
+        else:
             offsets += [0] * n
             ids += [e.id] * n
-        else:
-            offsets += cols.offset_us
-            scrape = {
-                o: scrape_id(e.cluster, cols.node, e.time + timedelta(microseconds=o)) for o in set(cols.offset_us)
-            }
-            ids += [scrape[o] for o in cols.offset_us]
     take = pa.array(np.repeat(np.arange(len(events), dtype=np.int64), counts))
     times = np.repeat(np.array([_epoch_us(e.time) for e in events], dtype=np.int64), counts) + np.array(
         offsets, dtype=np.int64
@@ -110,7 +107,7 @@ def samples_table(events: Sequence[ev.GpuMetricsEvent]) -> pa.Table:
 
 
 def _epoch_us(t: datetime) -> int:
-    return (t - _EPOCH) // _US
+    return (t - EPOCH) // MICROSECOND
 
 
 def _floats(values: list[float | None]) -> np.ndarray[Any, np.dtype[np.float64]]:

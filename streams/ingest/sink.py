@@ -18,7 +18,6 @@ import pyarrow as pa
 from pipelines import events as ev
 from pipelines import process_metrics, wire
 from pipelines.clusters import ClusterScope
-from pipelines.gpu_columns import GpuColumnsEvent
 from pipelines.times import as_utc, utc_text
 from streams.attribution.attempts import (
     SUPERSEDED,
@@ -83,7 +82,7 @@ def decode_batch(
 def check_not_future(event: ev.Envelope, not_after: datetime) -> None:
     data = event.data
     times = [
-        ("time", event.last_time if isinstance(event, GpuColumnsEvent) else event.time),
+        ("time", event.last_time),
         ("start_time", getattr(data, "start_time", None)),
         ("end_time", getattr(data, "end_time", None)),
     ]

@@ -179,7 +179,7 @@ def test_a_node_s_scrapes_go_out_up_to_256_rows_a_message_and_one_scrape_alone_a
         times[64],
         times[96],
     ]
-    assert fast.events[0].last_time == times[31]  # type: ignore[attr-defined]
+    assert fast.events[0].last_time == times[31]
     slow = dcgm.parse_query_range(orjson.loads(query_range_answer(Load(1, 30, node_prefix="m"), 97)), cluster="c1")
     assert outcome(fast) == outcome(slow) and len(slow.events) == 97
 

@@ -22,6 +22,7 @@ import asyncio
 import ctypes
 import functools
 import logging
+import math
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -41,7 +42,7 @@ from streams.attribution.step import StepState, run_step
 from streams.attribution.warehouse import AttributionWarehouse
 from streams.ingest.rows import dead_letter_row
 from streams.ingest.sink import BatchResult, Message, write_batch, write_dead_letters
-from streams.progress import CONSUMER_GROUP
+from streams.progress import CONSUMER_GROUP, committed_offsets
 
 log = logging.getLogger("gpuledger.streams")
 
@@ -87,6 +88,52 @@ class _Lane:
 
     async def run(self, fn: Any, *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
+
+
+class InputPosition:
+    """How far the worker's sinks have written their partitions: the offset after each one's last
+    written message. Drained when every partition assigned to the worker is written up to the
+    newest offset the consumer knows of (the attribution steps then stop waiting for more of a
+    backlog, ``StepState.drained``). A partition nothing was written from since the worker started
+    counts from the group's committed offset (written by an earlier worker), asked at most every
+    ``COMMITTED_EVERY_S``."""
+
+    COMMITTED_EVERY_S = 5.0
+
+    def __init__(self) -> None:
+        self.next: dict[tuple[str, int], int] = {}
+        self.asked_at = -math.inf
+
+    def wrote(self, topic: str, partition: int, offset: int) -> None:
+        key = (topic, partition)
+        self.next[key] = max(self.next.get(key, 0), offset + 1)
+
+    async def drained(self, assignment: Any, highwater: Any, committed: Any) -> bool:
+        """``highwater(tp)``: the consumer's newest known end of a partition (None before its first
+        fetch); ``committed()`` (awaited): the group's committed offsets by (topic, partition)."""
+        unseen: list[tuple[tuple[str, int], int]] = []
+        for tp in assignment:
+            end = highwater(tp)
+            if end is None:
+                return False  # not fetched yet: unknown
+            key = (tp.topic, tp.partition)
+            done = self.next.get(key)
+            if done is None:
+                if end:
+                    unseen.append((key, end))
+            elif done < end:
+                return False
+        if unseen:
+            if time.monotonic() - self.asked_at < self.COMMITTED_EVERY_S:
+                return False
+            self.asked_at = time.monotonic()
+            offsets = await committed()
+            for key, _ in unseen:
+                if key in offsets:
+                    self.next[key] = max(self.next.get(key, 0), offsets[key])
+            if any(self.next.get(key, 0) < end for key, end in unseen):
+                return False
+        return True
 
 
 class _Backoff:
@@ -165,6 +212,24 @@ def create_app(settings: Settings) -> faust.App:
             process_metrics.DEAD_LETTERED.labels(letter.topic, process_metrics.reason_class(reason)).inc()
 
     step_state = StepState()  # what one step learnt for the next (scrape intervals, due nodes, rebuild checks)
+    position = InputPosition()
+
+    async def after_batch(batch: list[Any]) -> None:
+        """Record how far the batch's partitions are written; tell the steps once the input drained."""
+        for e in batch:
+            position.wrote(e.message.topic, e.message.partition, e.message.offset)
+        consumer = app.consumer
+
+        async def committed() -> dict[tuple[str, int], int]:
+            return await asyncio.get_running_loop().run_in_executor(None, committed_offsets, settings)
+
+        try:
+            drained = await position.drained(consumer.assignment(), consumer.highwater, committed)
+        except Exception as exc:  # only a hint to the steps: without it they wait IDLE_FLUSH_S as before
+            log.debug("could not tell whether the input drained: %s", describe(exc))
+            return
+        if drained:
+            step_state.drained()
 
     def write_and_tell(messages: list[Message]) -> BatchResult:
         written = write_batch(warehouse, messages, publish_dead_letters=publish_dead_letters)
@@ -174,7 +239,9 @@ def create_app(settings: Settings) -> faust.App:
         return written
 
     for topic in DATA_TOPICS:
-        _register_sink(app, topic.name, physical_name(topic, settings), sink.run, write_and_tell, dead_letter)
+        _register_sink(
+            app, topic.name, physical_name(topic, settings), sink.run, write_and_tell, dead_letter, after_batch
+        )
         _register_sink(
             app,
             topic.dlq,
@@ -182,6 +249,7 @@ def create_app(settings: Settings) -> faust.App:
             sink.run,
             functools.partial(write_dead_letters, warehouse),
             dead_letter,
+            after_batch,
         )
 
     metrics_topic = physical_name(GPU_METRICS, settings)
@@ -305,7 +373,9 @@ def parts(messages: list[Message], limit: int) -> list[list[Message]]:
     return out
 
 
-def _register_sink(app: faust.App, logical: str, physical: str, run: Any, write: Any, dead_letter: Any) -> None:
+def _register_sink(
+    app: faust.App, logical: str, physical: str, run: Any, write: Any, dead_letter: Any, after: Any
+) -> None:
     topic = app.topic(physical, key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw")
 
     async def sink(stream: faust.StreamT) -> None:
@@ -316,6 +386,7 @@ def _register_sink(app: faust.App, logical: str, physical: str, run: Any, write:
                     await _write_durably(run, write, part, logical, dead_letter)
             except WarehouseMismatch as exc:
                 stop_loudly(str(exc))
+            await after(batch)
 
     sink.__name__ = f"sink_{logical.replace('.', '_')}"
     app.agent(topic, name=f"gpuledger.sink.{logical}")(sink)

@@ -63,6 +63,11 @@ def consumer_lag(settings: Settings) -> dict[tuple[str, int], int]:
     return {(tp.topic, tp.partition): max(end - _done(committed, tp), 0) for tp, end in ends.items()}
 
 
+def committed_offsets(settings: Settings) -> dict[tuple[str, int], int]:
+    """The stream workers' committed offsets by (topic, partition)."""
+    return {(tp.topic, tp.partition): _done(committed, tp) for committed in [_committed(settings)] for tp in committed}
+
+
 def _committed(settings: Settings) -> dict[TopicPartition, Any]:
     admin = KafkaAdminClient(**settings.kafka_client_config())
     try:

@@ -20,13 +20,20 @@ from streams.attribution.inputs import StepMemory
 from streams.attribution.warehouse import PendingNode
 
 IDLE_FLUSH_S = 2.0  # a node without new data this long is bounded input: its ended windows close
+HISTORY_S = 3600  # activity whose newest event is older than this (wall clock) is history being caught up on
 RECHECK_S = 10.0  # the due nodes are read at least this often, whatever the worker's own sink wrote
 REBUILD_CHECK_S = 5.0  # requested rollup rebuilds are looked for this often (each step while some are left)
 
 
-def idle(r: PendingNode, now_ns: int) -> bool:
-    """The node has had no new activity for ``IDLE_FLUSH_S``: its input is bounded for now."""
-    return now_ns - r.last_seq >= IDLE_FLUSH_S * 1e9
+def idle(r: PendingNode, now_ns: int, drained_ns: int | None = None) -> bool:
+    """The node's input is bounded for now: it has had no new activity for ``IDLE_FLUSH_S``, or
+    its newest event is history (older than ``HISTORY_S`` on the wall clock) and the worker found
+    its whole input written (``drained_ns``, :meth:`StepState.drained`) after that activity was,
+    so nothing more for the node waits in the log. A live node always waits ``IDLE_FLUSH_S``: a
+    scrape slightly late for the window just ended still makes its first write."""
+    if now_ns - r.last_seq >= IDLE_FLUSH_S * 1e9:
+        return True
+    return drained_ns is not None and r.last_seq <= drained_ns and now_ns / 1e9 - r.max_time.timestamp() > HISTORY_S
 
 
 @dataclass
@@ -38,6 +45,8 @@ class StepState:
     rebuilds_pending: int = 0
     activity: int = 0  # batches the worker's sink wrote (``touched``)
     touched_at: float = -math.inf  # monotonic time of the sink's last batch
+    drained_at: float = -math.inf  # monotonic time the sinks last found every partition written to its end
+    drained_ns: int | None = None  # the same as epoch ns (node activity seqs are)
     seen: int = -1  # ``activity`` when the due nodes were last read
     recheck_at: float = -math.inf  # epoch seconds from which a node may be due without new activity
     read_at: float = -math.inf
@@ -48,9 +57,16 @@ class StepState:
         self.activity += 1
         self.touched_at = time.monotonic()
 
+    def drained(self) -> None:
+        """The worker's sinks have written every message of their partitions up to the newest
+        offsets the consumer knows: the input has paused, whatever the time since the last batch."""
+        self.drained_at, self.drained_ns = time.monotonic(), time.time_ns()
+        self.activity += 1  # history nodes may be idle now: the next step reads the due nodes
+
     def ingesting(self) -> bool:
-        """The worker's sink wrote a batch within ``IDLE_FLUSH_S``: its input has not paused."""
-        return time.monotonic() - self.touched_at < IDLE_FLUSH_S
+        """The worker's sink wrote a batch within ``IDLE_FLUSH_S`` and has not found its input
+        drained since: its input has not paused."""
+        return time.monotonic() - self.touched_at < IDLE_FLUSH_S and self.drained_at < self.touched_at
 
     def may_skip(self, now: float) -> bool:
         return self.seen == self.activity and now < self.recheck_at and now - self.read_at < RECHECK_S
@@ -59,7 +75,13 @@ class StepState:
         return self.rebuilds_pending > 0 or now - self.rebuilds_checked >= REBUILD_CHECK_S
 
 
-def recheck_at(rows: Iterable[PendingNode], settings: Settings, now_ns: int, owns: Callable[[str, str], bool]) -> float:
+def recheck_at(
+    rows: Iterable[PendingNode],
+    settings: Settings,
+    now_ns: int,
+    owns: Callable[[str, str], bool],
+    drained_ns: int | None = None,
+) -> float:
     """When one of the owned nodes, none due now, can come due without new activity: the next
     window end on the wall clock, or a node's idle flush (``IDLE_FLUSH_S`` after its newest
     activity) when that closes a window that has already ended (a live node's newest scrape lies
@@ -68,6 +90,10 @@ def recheck_at(rows: Iterable[PendingNode], settings: Settings, now_ns: int, own
     ended = floor_seconds(now_ns / 1e9, w)
     at = ended + w
     for r in rows:
-        if owns(r.cluster, r.node) and not idle(r, now_ns) and floor_seconds(r.max_time.timestamp(), w) < ended:
+        if (
+            owns(r.cluster, r.node)
+            and not idle(r, now_ns, drained_ns)
+            and floor_seconds(r.max_time.timestamp(), w) < ended
+        ):
             at = min(at, r.last_seq / 1e9 + IDLE_FLUSH_S)
     return at

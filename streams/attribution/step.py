@@ -36,10 +36,11 @@ from streams.attribution.inputs import LOOKBACK_S, StepMemory, between
 from streams.attribution.node_range import INVENTORY_HORIZON_S, SampleColumns
 from streams.attribution.ranges import compute_range_full
 from streams.attribution.rows import NodeFacts
-from streams.attribution.state import IDLE_FLUSH_S, RECHECK_S, StepState, idle, recheck_at
+from streams.attribution.state import HISTORY_S, IDLE_FLUSH_S, RECHECK_S, StepState, idle, recheck_at
 from streams.attribution.warehouse import AttributionWarehouse, PendingNode, Quarantine
 
 __all__ = [
+    "HISTORY_S",
     "IDLE_FLUSH_S",
     "LOOKBACK_S",
     "RECHECK_S",
@@ -61,7 +62,6 @@ MAX_NODES_PER_QUERY = 256
 NODE_SECONDS_PER_QUERY = 32 * 3600  # the sum of the ranges of one group of nodes
 QUARANTINE_RETRY_S = 10.0
 HOUR_S = 3600  # the hourly rollup's unit (``streams.rollup``)
-HISTORY_S = 3600  # a due range ending longer ago than this (wall clock) is history being caught up on
 LINGER_S = 30.0  # the longest a node catching up waits (wall clock) for its input to pause
 
 
@@ -74,14 +74,19 @@ class StepReport:
     rebuilds_pending: int = 0  # requested rollup rebuilds (org versions) left after this step
 
 
-def plan(row: PendingNode | Sequence[Any], settings: Settings, now_ns: int) -> tuple[float, float] | None:
-    """The [start, end) range to (re)compute for one node, or None when nothing is due."""
+def plan(
+    row: PendingNode | Sequence[Any], settings: Settings, now_ns: int, drained_ns: int | None = None
+) -> tuple[float, float] | None:
+    """The [start, end) range to (re)compute for one node, or None when nothing is due
+    (``drained_ns``: when the worker last found its input drained, ``state.idle``)."""
     r = row if isinstance(row, PendingNode) else PendingNode.from_row(row)
     w = settings.window_seconds
     max_t = r.max_time.timestamp()
     closed = r.closed_until.timestamp() if r.closed_until is not None else None
     target = (
-        floor_seconds(max_t, w) + w if idle(r, now_ns) else floor_seconds(max_t - settings.allowed_lateness_seconds, w)
+        floor_seconds(max_t, w) + w
+        if idle(r, now_ns, drained_ns)
+        else floor_seconds(max_t - settings.allowed_lateness_seconds, w)
     )
     # only windows that have ended on the wall clock: the current one is still open, whatever the
     # event times say (an event time within the future tolerance, see ``decode_batch``, included)
@@ -116,6 +121,7 @@ def plans(
     quarantined: dict[tuple[str, str], Quarantine] | None = None,
     waiting: dict[tuple[str, str], float] | None = None,
     ingesting: bool = False,
+    drained_ns: int | None = None,
 ) -> list[Plan]:
     """The due ranges of the nodes this worker owns (a quarantined node only once newer input came).
 
@@ -135,11 +141,11 @@ def plans(
         held = (quarantined or {}).get((r.cluster, r.node))
         if held is not None and (r.last_seq <= held.input_seq or now_ns - held.tried_seq < QUARANTINE_RETRY_S * 1e9):
             continue
-        span = plan(r, settings, now_ns)
+        span = plan(r, settings, now_ns, drained_ns)
         if span is None:
             continue
         start, end = span
-        whole = catching_up_to(r, start, end, settings.window_seconds, now_ns, ingesting)
+        whole = catching_up_to(r, start, end, settings.window_seconds, now_ns, ingesting, drained_ns)
         if whole is None:
             out.append(Plan(r.cluster, r.node, start, end, r.last_seq, r.processed_seq, r.last_seq))
         elif waiting is not None and now - waiting.setdefault((r.cluster, r.node), now) < LINGER_S:
@@ -153,7 +159,13 @@ def plans(
 
 
 def catching_up_to(
-    r: PendingNode, start: float, end: float, w: int, now_ns: int, ingesting: bool = False
+    r: PendingNode,
+    start: float,
+    end: float,
+    w: int,
+    now_ns: int,
+    ingesting: bool = False,
+    drained_ns: int | None = None,
 ) -> float | None:
     """Where a node catching up on history computes to now: the last hour boundary of its due
     range (on the window grid), or None when the whole range is computed now.
@@ -165,7 +177,7 @@ def catching_up_to(
     time, each hour is rebuilt once and each step's queries serve an hour of the node. The facts
     are the same (the range is only cut, never changed), and a live node, whose range ends near
     the wall clock, and an idle one, whose input is complete, are computed at once as before."""
-    if (idle(r, now_ns) and not ingesting) or now_ns / 1e9 - end <= HISTORY_S:
+    if (idle(r, now_ns, drained_ns) and not ingesting) or now_ns / 1e9 - end <= HISTORY_S:
         return None
     whole = floor_seconds(floor_seconds(end, HOUR_S), w)
     return None if whole >= end else whole
@@ -214,13 +226,16 @@ def run_step(
         seen = state.activity  # before the read: a batch written during it makes the next step read again
         rows = wh.pending_nodes()
         waiting, ingesting = (state.waiting, state.ingesting()) if given else (None, False)
-        remaining = plans(rows, settings, now_ns, owns, waiting=waiting, ingesting=ingesting)
+        drained = state.drained_ns
+        remaining = plans(rows, settings, now_ns, owns, waiting=waiting, ingesting=ingesting, drained_ns=drained)
         if remaining:  # the quarantine matters only for nodes that are due
             quarantined = wh.quarantined()
-            remaining = plans(rows, settings, now_ns, owns, quarantined, waiting, ingesting)
+            remaining = plans(rows, settings, now_ns, owns, quarantined, waiting, ingesting, drained)
         state.seen, state.read_at = seen, now_ns / 1e9
         # after writing, progress changed: the next step reads again; so does one while nodes wait
-        state.recheck_at = -math.inf if remaining or state.waiting else recheck_at(rows, settings, now_ns, owns)
+        state.recheck_at = (
+            -math.inf if remaining or state.waiting else recheck_at(rows, settings, now_ns, owns, drained)
+        )
     report.nodes = len(remaining)
     behind = False
     try:

@@ -12,6 +12,7 @@ from pipelines.settings import Settings
 from streams.attribution.inputs import LOOKBACK_INTERVALS, LOOKBACK_S, StepMemory, between, enough
 from streams.attribution.node_range import SampleColumns, SampleRow
 from streams.attribution.ranges import compute_range_full
+from streams.attribution.state import idle
 from streams.attribution.step import IDLE_FLUSH_S, LINGER_S, RECHECK_S, StepState, plan, plans, recheck_at
 from streams.attribution.warehouse import PendingNode
 
@@ -175,11 +176,12 @@ def test_a_step_reads_the_due_nodes_again_only_when_something_can_have_come_due(
 
 
 def _catch_up(
-    minutes_per_s: int, seconds: int, waiting: dict[tuple[str, str], float] | None
+    minutes_per_s: int, seconds: int, waiting: dict[tuple[str, str], float] | None, drains: bool = False
 ) -> tuple[list[tuple[float, float, float]], float]:
     """A backlog: ``minutes_per_s`` minutes of a node's history arrive every wall-clock second for
-    ``seconds`` seconds, a day behind the wall clock, then nothing; a step every second. Returns
-    the computed ranges (wall time, start, end) and the first hour of the history."""
+    ``seconds`` seconds, a day behind the wall clock, then nothing; a step every second. With
+    ``drains`` the worker finds its input drained right after the last batch (and only then).
+    Returns the computed ranges (wall time, start, end) and the first hour of the history."""
     s = Settings(window_seconds=W, allowed_lateness_seconds=300)
     hour0 = NOW0 - NOW0 % 3600 - 24 * 3600
     closed: float | None = None
@@ -201,7 +203,11 @@ def _catch_up(
             _utc(closed) if closed is not None else None,
             processed,
         )
-        for p in plans([row], s, int(now * 1e9), lambda c, n: True, waiting=waiting):
+        drained = int((NOW0 + seconds) * 1e9) if drains and tick > seconds else None
+        ingesting = tick <= seconds + IDLE_FLUSH_S and drained is None
+        for p in plans(
+            [row], s, int(now * 1e9), lambda c, n: True, waiting=waiting, ingesting=ingesting, drained_ns=drained
+        ):
             computed.append((now, p.start, p.end))
             closed, processed = p.end, p.processed_seq
     windows = [t for _, a, b in computed for t in range(int(a), int(b), W)]
@@ -232,6 +238,45 @@ def test_a_node_catching_up_waits_for_its_input_to_pause_at_most_the_linger_time
     gaps = [b[0] - a[0] for a, b in itertools.pairwise(computed)]
     assert len(computed) == 4 and all(g >= LINGER_S for g in gaps[:-1])
     assert all(a % 3600 == 0 and b % 3600 == 0 for _, a, b in computed[:-1])
+
+
+def test_a_backlog_is_computed_as_soon_as_the_worker_finds_its_input_drained() -> None:
+    """The worker's sinks have written every message up to the newest offsets the consumer knows:
+    a node catching up is computed at once, in one range, without waiting ``IDLE_FLUSH_S`` (nor
+    the linger time while another partition still arrives); the same windows, each once."""
+    waiting: dict[tuple[str, str], float] = {}
+    slow, _ = _catch_up(10, 20, waiting)
+    fast, _ = _catch_up(10, 20, waiting, drains=True)
+    assert len(fast) == 1 and NOW0 + 20 < fast[0][0] < NOW0 + 20 + IDLE_FLUSH_S <= slow[0][0]
+    assert [(a, b) for _, a, b in fast] == [(a, b) for _, a, b in slow]
+
+
+def test_a_drained_input_makes_only_history_written_before_it_idle() -> None:
+    """Drained input closes a node's windows to its newest event only for history whose activity
+    was written before the input was found drained; a live node's newest window still waits
+    ``IDLE_FLUSH_S`` for a scrape slightly late, as does history written after it."""
+    s = Settings(window_seconds=W, allowed_lateness_seconds=300)
+    now = NOW0 + 0.5
+    before, after = int((now - 0.2) * 1e9), int((now - 0.6) * 1e9)
+    history = _node(newest=NOW0 - 7200 + 25, sent=now - 0.4, closed=NOW0 - 7200 - W, pending=1, dirty=None)
+    live = _node(newest=NOW0 - 5, sent=now - 0.4, closed=NOW0 - 2 * W, pending=1, dirty=None)
+    assert idle(history, int(now * 1e9), before) and not idle(history, int(now * 1e9), after)
+    assert not idle(history, int(now * 1e9))
+    assert not idle(live, int(now * 1e9), before)
+    assert plan(history, s, int(now * 1e9), before) == (NOW0 - 7200 - W, NOW0 - 7200 + W)  # to its newest event
+    assert plan(history, s, int(now * 1e9), after) == plan(history, s, int(now * 1e9))  # the watermark
+    assert plan(live, s, int(now * 1e9), before) == plan(live, s, int(now * 1e9))
+
+
+def test_finding_the_input_drained_ends_ingesting_until_the_next_batch() -> None:
+    state = StepState()
+    state.touched()
+    assert state.ingesting()
+    seen = state.activity
+    state.drained()
+    assert not state.ingesting() and state.activity > seen  # the next step reads the due nodes
+    state.touched()
+    assert state.ingesting()
 
 
 def test_a_live_node_is_computed_at_once_whatever_the_worker_waits_for() -> None:

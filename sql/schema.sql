@@ -1325,7 +1325,7 @@ CREATE MATERIALIZED VIEW gpu_inventory_mv TO gpu_inventory
     `first_time` DateTime64(3, 'UTC'),
     `last_time` DateTime64(3, 'UTC'),
     `gpu_index` Nullable(UInt16),
-    `gpu_model` LowCardinality(String),
+    `gpu_model` String,
     `last_fatal` DateTime64(3, 'UTC'),
     `last_clear` DateTime64(3, 'UTC')
 )
@@ -1334,13 +1334,18 @@ AS SELECT
     node,
     toStartOfHour(time) AS hour,
     uuid,
-    time AS first_time,
-    time AS last_time,
-    gpu_index,
-    toString(gpu_model) AS gpu_model,
-    if((xid IN (48, 63, 64, 74, 79, 92, 94, 95, 119, 120)), time, toDateTime64(0, 3, 'UTC')) AS last_fatal,
-    if((xid IS NOT NULL) AND (xid NOT IN (48, 63, 64, 74, 79, 92, 94, 95, 119, 120)), time, toDateTime64(0, 3, 'UTC')) AS last_clear
-FROM gpu_samples;
+    min(time) AS first_time,
+    max(time) AS last_time,
+    anyLast(gpu_index) AS gpu_index,
+    anyLast(toString(gpu_model)) AS gpu_model,
+    maxIf(time, (xid IN (48, 63, 64, 74, 79, 92, 94, 95, 119, 120))) AS last_fatal,
+    maxIf(time, (xid IS NOT NULL) AND (xid NOT IN (48, 63, 64, 74, 79, 92, 94, 95, 119, 120))) AS last_clear
+FROM gpu_samples
+GROUP BY
+    cluster,
+    node,
+    hour,
+    uuid;
 
 CREATE MATERIALIZED VIEW node_activity_summary_mv TO node_activity_summary
 (

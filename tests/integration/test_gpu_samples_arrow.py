@@ -17,8 +17,8 @@ from pipelines.settings import Settings
 from streams.attribution.warehouse import AttributionWarehouse
 from streams.ingest.sink import Message, write_batch
 from tests.conftest import Endpoints, fresh_settings
-from tests.unit.test_gpu_columns import v1_message
-from tests.unit.test_gpu_scrapes import scrapes
+from tests.unit.test_gpu_columns import GPUS, v1_message
+from tests.unit.test_gpu_scrapes import scrape, scrapes
 
 pytestmark = pytest.mark.integration
 ROWS = "SELECT * EXCEPT ingested_at FROM gpu_samples ORDER BY node, time, uuid, mig_instance"
@@ -85,3 +85,41 @@ def test_a_bad_array_is_a_dead_letter_and_the_good_scrapes_are_stored(
     write_batch(wh, [Message("gpu.metrics", 0, 0, orjson.dumps(bad)), Message("gpu.metrics", 0, 1, good)], dead.extend)
     assert [d.reason for d in dead] == ["data.power_w: -5.0 is below 0"]
     assert wh.client.query("SELECT DISTINCT node FROM gpu_samples").result_rows == [("gpu001",)]
+
+
+INVENTORY = (
+    "SELECT cluster, node, hour, uuid, min(first_time), max(last_time), anyLast(gpu_index), anyLast(gpu_model), "
+    "max(last_fatal), max(last_clear) FROM gpu_inventory GROUP BY cluster, node, hour, uuid ORDER BY node, hour, uuid"
+)
+FROM_SAMPLES = (
+    "SELECT cluster, node, toStartOfHour(time) AS hour, uuid, min(time), max(time), anyLast(gpu_index), "
+    "anyLast(toString(gpu_model)), maxIf(time, xid IN (48, 63, 64, 74, 79, 92, 94, 95, 119, 120)), "
+    "maxIf(time, xid IS NOT NULL AND xid NOT IN (48, 63, 64, 74, 79, 92, 94, 95, 119, 120)) "
+    "FROM gpu_samples GROUP BY cluster, node, hour, uuid ORDER BY node, hour, uuid"
+)
+
+
+def test_an_insert_of_a_node_s_history_writes_one_inventory_row_per_hour_and_gpu(
+    two: tuple[AttributionWarehouse, AttributionWarehouse],
+) -> None:
+    """Two hours of a node (its scrapes 30 s apart, one GPU down with a fatal XID and back) in one
+    version 3 message: the inventory gets one row per (hour, GPU) from the insert itself, holding
+    what the samples give, whether or not the server merges an insert's rows by their key
+    (``optimize_on_insert``)."""
+    wh = two[0]
+    wh.client.command("SYSTEM STOP MERGES gpu_inventory")  # what one insert writes, not what merges make of it
+    wh.client.set_client_setting("optimize_on_insert", 0)  # nor what the server's merge on insert makes of it
+    gpus = [dict(g) for g in GPUS[:2]]
+    history = []
+    for half in range(240):  # 10:00 to 11:59:30
+        rows = [dict(g, xid=79 if (g is gpus[1] and half == 50) else 0 if half % 7 else None) for g in gpus]
+        history.append(scrape(half / 2, rows))
+    dead: list[ev.DeadLetter] = []
+    write_batch(wh, [Message("gpu.metrics", 0, 0, pack(history).to_bytes())], dead.extend)
+    assert dead == []
+    assert wh.client.query("SELECT count() FROM gpu_samples").result_rows == [(480,)]
+    assert wh.client.query("SELECT count() FROM gpu_inventory").result_rows == [(4,)]  # 2 hours × 2 GPUs
+    stored = wh.client.query(INVENTORY).result_rows
+    assert stored == wh.client.query(FROM_SAMPLES).result_rows
+    fatal = [r for r in stored if r[8].year > 1970]
+    assert [(r[3], r[8].hour, r[8].minute) for r in fatal] == [(gpus[1]["uuid"], 10, 25)]

@@ -17,7 +17,7 @@ from streams.ingest.sink import Message, decode_batch
 from tests.unit.test_gpu_columns import GPUS, T0, v1_message
 
 
-def scrape(minutes: int, gpus: list[dict[str, Any]] = GPUS, node: str = "gpu001") -> GpuColumnsEvent:
+def scrape(minutes: float, gpus: list[dict[str, Any]] = GPUS, node: str = "gpu001") -> GpuColumnsEvent:
     """A version 2 scrape of ``node`` ``minutes`` after T0 (30 s apart: ``minutes`` may be a half)."""
     raw = v1_message(gpus, node)
     when = T0 + timedelta(minutes=minutes)

@@ -24,7 +24,9 @@ import functools
 import logging
 import math
 import os
+import threading
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -41,7 +43,15 @@ from sql.errors import describe, is_schema_error, is_transient
 from streams.attribution.step import StepState, run_step
 from streams.attribution.warehouse import AttributionWarehouse
 from streams.ingest.rows import dead_letter_row
-from streams.ingest.sink import BatchResult, Message, write_batch, write_dead_letters
+from streams.ingest.sink import (
+    BatchResult,
+    Message,
+    Prepared,
+    prepare_batch,
+    store_batch,
+    write_batch,
+    write_dead_letters,
+)
 from streams.progress import CONSUMER_GROUP, committed_offsets
 
 log = logging.getLogger("gpuledger.streams")
@@ -188,17 +198,21 @@ def create_app(settings: Settings) -> faust.App:
         consumer_max_fetch_size=256 * 1024,
     )
     sink, attribution = _Lane("sink", settings), _Lane("attribution", settings)
+    store = _Lane("store", settings)  # writes a data topic's prepared parts while the sink lane prepares the next
     warehouse = sink.warehouse
     dlq_producer: list[EventProducer] = []
 
-    def publish_dead_letters(letters: list[ev.DeadLetter]) -> None:
-        if not dlq_producer:
-            dlq_producer.append(EventProducer(settings))
-        for letter in letters:
-            dlq_producer[0].dead_letter(letter)
-        dlq_producer[0].flush()
+    dlq_lock = threading.Lock()  # the sink and store lanes both publish
 
-    def dead_letter(message: Message, reason: str) -> None:
+    def publish_dead_letters(letters: list[ev.DeadLetter]) -> None:
+        with dlq_lock:
+            if not dlq_producer:
+                dlq_producer.append(EventProducer(settings))
+            for letter in letters:
+                dlq_producer[0].dead_letter(letter)
+            dlq_producer[0].flush()
+
+    def dead_letter(message: Message, reason: str, wh: AttributionWarehouse = warehouse) -> None:
         letter = ev.DeadLetter.build(
             topic=message.topic.removesuffix(".dlq"),
             source="streams",
@@ -206,7 +220,7 @@ def create_app(settings: Settings) -> faust.App:
             raw=message.value,
             origin=f"{message.topic}:{message.partition}:{message.offset}",
         )
-        warehouse.insert("dead_letters", [dead_letter_row(letter)])
+        wh.insert("dead_letters", [dead_letter_row(letter)])
         if not message.topic.endswith(".dlq"):
             publish_dead_letters([letter])
             process_metrics.DEAD_LETTERED.labels(letter.topic, process_metrics.reason_class(reason)).inc()
@@ -231,25 +245,50 @@ def create_app(settings: Settings) -> faust.App:
         if drained:
             step_state.drained()
 
-    def write_and_tell(messages: list[Message]) -> BatchResult:
-        written = write_batch(warehouse, messages, publish_dead_letters=publish_dead_letters)
+    def told(written: BatchResult, messages: Sequence[Message]) -> BatchResult:
         step_state.touched()  # new node activity: the next attribution step reads the due nodes
         if sum(len(m.value) for m in messages) >= PART_BYTES // 2:  # a backlog's part: give its memory back
             release_free_memory()
         return written
 
+    def write_and_tell(messages: list[Message]) -> BatchResult:  # on the store lane
+        return told(write_batch(store.warehouse, messages, publish_dead_letters), messages)
+
+    def store_and_tell(prepared: Prepared) -> BatchResult:  # on the store lane
+        return told(store_batch(store.warehouse, prepared, publish_dead_letters), prepared.messages)
+
+    def prepare(part: list[Message]) -> Prepared:  # on the sink lane
+        return prepare_batch(warehouse, part)
+
+    store_letter = functools.partial(dead_letter, wh=store.warehouse)
     for topic in DATA_TOPICS:
         _register_sink(
-            app, topic.name, physical_name(topic, settings), sink.run, write_and_tell, dead_letter, after_batch
+            app,
+            physical_name(topic, settings),
+            functools.partial(
+                write_overlapped,
+                prepare=functools.partial(sink.run, prepare),
+                run=store.run,
+                store=store_and_tell,
+                write=write_and_tell,
+                logical=topic.name,
+                dead_letter=store_letter,
+            ),
+            after_batch,
+            topic.name,
         )
         _register_sink(
             app,
-            topic.dlq,
             physical_name(topic, settings, dlq=True),
-            sink.run,
-            functools.partial(write_dead_letters, warehouse),
-            dead_letter,
+            functools.partial(
+                write_in_order,
+                run=sink.run,
+                write=functools.partial(write_dead_letters, warehouse),
+                logical=topic.dlq,
+                dead_letter=dead_letter,
+            ),
             after_batch,
+            topic.dlq,
         )
 
     metrics_topic = physical_name(GPU_METRICS, settings)
@@ -373,17 +412,68 @@ def parts(messages: list[Message], limit: int) -> list[list[Message]]:
     return out
 
 
-def _register_sink(
-    app: faust.App, logical: str, physical: str, run: Any, write: Any, dead_letter: Any, after: Any
+async def write_in_order(parts: list[list[Message]], *, run: Any, write: Any, logical: str, dead_letter: Any) -> None:
+    """Write a batch's parts one after the other, each durably."""
+    for part in parts:
+        await _write_durably(run, write, part, logical, dead_letter)
+
+
+async def write_overlapped(
+    parts: list[list[Message]],
+    *,
+    prepare: Any,
+    run: Any,
+    store: Any,
+    write: Any,
+    logical: str,
+    dead_letter: Any,
 ) -> None:
+    """Write a batch's parts in order, each durably, preparing each part (decoding and building its
+    rows: the worker's CPU, ``prepare`` awaited) while the part before it is stored (``store`` on
+    ``run``'s lane: mostly the warehouse's time). A part whose preparation failed, or whose
+    allocation events were compared with placements while the part before was still being written
+    (``Prepared.reads_placements``), is written whole by ``write`` instead, on the same lane after
+    the part before, as is each message of a part whose write fails on its content
+    (``_write_durably``). Returns once every part is stored; raises what storing raised."""
+    storing: asyncio.Future[None] | None = None
+    for index, part in enumerate(parts):
+        preparing = asyncio.ensure_future(_prepared_or_none(prepare, part))
+        if storing is not None:
+            try:
+                await storing
+            except BaseException:
+                await preparing  # never raises: nothing left behind
+                raise
+        prepared = await preparing
+
+        def write_part(
+            messages: list[Message], prepared: Any = prepared, part: list[Message] = part, overlapped: bool = index > 0
+        ) -> Any:
+            if prepared is not None and messages is part and not (overlapped and prepared.reads_placements):
+                return store(prepared)
+            return write(messages)
+
+        storing = asyncio.ensure_future(_write_durably(run, write_part, part, logical, dead_letter))
+    if storing is not None:
+        await storing
+
+
+async def _prepared_or_none(prepare: Any, part: list[Message]) -> Any:
+    try:
+        return await prepare(part)
+    except Exception as exc:  # written whole after the part before, where a failure gets its handling
+        log.debug("preparing a part failed (%s); it is written whole", describe(exc))
+        return None
+
+
+def _register_sink(app: faust.App, physical: str, write_parts: Any, after: Any, logical: str) -> None:
     topic = app.topic(physical, key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw")
 
     async def sink(stream: faust.StreamT) -> None:
         async for batch in stream.take_events(BATCH_MAX, within=BATCH_WITHIN_S):  # type: ignore[attr-defined]
             messages = [Message(logical, e.message.partition, e.message.offset, e.message.value) for e in batch]
-            try:
-                for part in parts(messages, PART_BYTES):  # the batch is acknowledged once all are written
-                    await _write_durably(run, write, part, logical, dead_letter)
+            try:  # the batch is acknowledged once every part is written
+                await write_parts(parts(messages, PART_BYTES))
             except WarehouseMismatch as exc:
                 stop_loudly(str(exc))
             await after(batch)

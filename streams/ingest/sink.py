@@ -30,7 +30,7 @@ from streams.attribution.attempts import (
     next_starts,
 )
 from streams.attribution.warehouse import AttributionWarehouse
-from streams.ingest.rows import Activity, Changed, Snapshot, allocation_change, dead_letter_row, rows_for
+from streams.ingest.rows import Activity, Changed, Snapshot, Table, allocation_change, dead_letter_row, rows_for
 from streams.store import now_seq
 
 
@@ -93,13 +93,44 @@ def check_not_future(event: ev.Envelope, not_after: datetime) -> None:
             )
 
 
+@dataclass
+class Prepared:
+    """A batch decoded and turned into rows (:func:`prepare_batch`), not written yet."""
+
+    messages: Sequence[Message]
+    events: list[ev.Envelope]
+    dead: list[ev.DeadLetter]
+    tables: dict[str, Table]
+    activity: dict[tuple[str, str], Activity]
+
+    @property
+    def reads_placements(self) -> bool:
+        """Its allocation events were compared with the placements stored before it: prepared
+        while an earlier batch was still being written, it must be prepared again after that."""
+        return any(isinstance(e, ev.AllocationEvent) and e.data.node for e in self.events)
+
+
 def write_batch(
     wh: AttributionWarehouse, messages: Sequence[Message], publish_dead_letters: Callable[[list[ev.DeadLetter]], None]
 ) -> BatchResult:
+    return store_batch(wh, prepare_batch(wh, messages), publish_dead_letters)
+
+
+def prepare_batch(wh: AttributionWarehouse, messages: Sequence[Message]) -> Prepared:
+    """Validate and dedupe a batch (dead letters for what is invalid) and build its rows; reads only
+    the placements its allocation events change."""
     not_after = datetime.now(UTC) + timedelta(seconds=wh.settings.future_tolerance_seconds)
     events, dead = decode_batch(messages, not_after)
     tables, activity = rows_for(events, placement_changes(wh, events))
-    for table, rows in tables.items():
+    return Prepared(messages, events, dead, tables, activity)
+
+
+def store_batch(
+    wh: AttributionWarehouse, prepared: Prepared, publish_dead_letters: Callable[[list[ev.DeadLetter]], None]
+) -> BatchResult:
+    """Write a prepared batch: its rows, then its node activity (what makes the steps read them)."""
+    events, dead, activity = prepared.events, prepared.dead, prepared.activity
+    for table, rows in prepared.tables.items():
         if isinstance(rows, pa.Table):
             wh.insert_arrow(table, rows)
         else:
@@ -139,7 +170,7 @@ def write_batch(
                 for (c, n), a in sorted(activity.items())
             ],
         )
-    _count(messages, events, dead)  # once: only a batch that was written whole gets here
+    _count(prepared.messages, events, dead)  # once: only a batch that was written whole gets here
     return BatchResult(len(events), dead)
 
 

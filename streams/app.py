@@ -4,12 +4,14 @@ Agents are thin glue (the maths lives in ``streams.attribution``):
 
 * one raw-sink agent per data topic: batches of messages → validated rows in the warehouse,
   invalid messages → dead letters; acknowledged only after the insert (at-least-once);
-* a timer that closes and corrects attribution windows for the nodes whose partitions this
-  worker owns (``gpu.metrics`` and ``scheduler.allocations`` are co-partitioned by ``cluster/node``).
+* a task that closes and corrects attribution windows for the nodes whose partitions this
+  worker owns (``gpu.metrics`` and ``scheduler.allocations`` are co-partitioned by ``cluster/node``),
+  one step a second, or at once when a backlog nodes wait for has been written whole.
 
-Warehouse calls never run on the event loop: the raw sinks use one thread and client, the
-attribution timer another, so a long attribution step never delays ingestion (freshness) and no
-clickhouse-connect client is shared between threads. Delivery is at-least-once with
+Warehouse calls never run on the event loop: the raw sinks prepare rows on one thread and client
+and store them on another (a batch's next part is prepared while the one before is stored), the
+attribution steps run on a third, so a long attribution step never delays ingestion (freshness)
+and no clickhouse-connect client is shared between threads. Delivery is at-least-once with
 idempotent, versioned facts; Faust's exactly_once mode is not used.
 
 Settings are read when the worker process starts (``create_app``); ``faust -A streams.app worker``
@@ -19,6 +21,7 @@ works too, through the module attribute ``app`` created on first access.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ctypes
 import functools
 import logging
@@ -226,6 +229,7 @@ def create_app(settings: Settings) -> faust.App:
             process_metrics.DEAD_LETTERED.labels(letter.topic, process_metrics.reason_class(reason)).inc()
 
     step_state = StepState()  # what one step learnt for the next (scrape intervals, due nodes, rebuild checks)
+    wake = asyncio.Event()  # a step now, not at the next tick
     position = InputPosition()
 
     async def after_batch(batch: list[Any]) -> None:
@@ -244,6 +248,8 @@ def create_app(settings: Settings) -> faust.App:
             return
         if drained:
             step_state.drained()
+            if step_state.waiting:  # nodes catching up wait for exactly this: step now
+                wake.set()
 
     def told(written: BatchResult, messages: Sequence[Message]) -> BatchResult:
         step_state.touched()  # new node activity: the next attribution step reads the due nodes
@@ -309,8 +315,18 @@ def create_app(settings: Settings) -> faust.App:
 
     backoff = _Backoff()
 
-    @app.timer(interval=STEP_INTERVAL_S)
-    async def attribution_timer() -> None:
+    @app.task
+    async def attribution_steps() -> None:
+        """A step every ``STEP_INTERVAL_S``, or at once when the sinks found the input drained while
+        nodes catching up wait for it (``after_batch``): a backlog's computation starts as soon as
+        all of it is written. Live input never wakes it: its steps stay one a second."""
+        while not app.should_stop:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(wake.wait(), STEP_INTERVAL_S)
+            wake.clear()
+            await attribution_step()
+
+    async def attribution_step() -> None:
         if not backoff.due():
             return
         began = time.perf_counter()

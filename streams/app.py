@@ -232,15 +232,14 @@ def create_app(settings: Settings) -> faust.App:
     wake = asyncio.Event()  # a step now, not at the next tick
     position = InputPosition()
 
+    async def committed() -> dict[tuple[str, int], int]:
+        return await asyncio.get_running_loop().run_in_executor(None, committed_offsets, settings)
+
     async def after_batch(batch: list[Any]) -> None:
         """Record how far the batch's partitions are written; tell the steps once the input drained."""
         for e in batch:
             position.wrote(e.message.topic, e.message.partition, e.message.offset)
         consumer = app.consumer
-
-        async def committed() -> dict[tuple[str, int], int]:
-            return await asyncio.get_running_loop().run_in_executor(None, committed_offsets, settings)
-
         try:
             drained = await position.drained(consumer.assignment(), consumer.highwater, committed)
         except Exception as exc:  # only a hint to the steps: without it they wait IDLE_FLUSH_S as before

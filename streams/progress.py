@@ -65,7 +65,8 @@ def consumer_lag(settings: Settings) -> dict[tuple[str, int], int]:
 
 def committed_offsets(settings: Settings) -> dict[tuple[str, int], int]:
     """The stream workers' committed offsets by (topic, partition)."""
-    return {(tp.topic, tp.partition): _done(committed, tp) for committed in [_committed(settings)] for tp in committed}
+    committed = _committed(settings)
+    return {(tp.topic, tp.partition): _done(committed, tp) for tp in committed}
 
 
 def _committed(settings: Settings) -> dict[TopicPartition, Any]:

@@ -45,8 +45,8 @@ class StepState:
     rebuilds_pending: int = 0
     activity: int = 0  # batches the worker's sink wrote (``touched``)
     touched_at: float = -math.inf  # monotonic time of the sink's last batch
-    drained_at: float = -math.inf  # monotonic time the sinks last found every partition written to its end
-    drained_ns: int | None = None  # the same as epoch ns (node activity seqs are)
+    drained_ns: int | None = None  # epoch ns (as node activity seqs) the sinks last found every partition written
+    paused: bool = False  # the sinks found the input drained after their last batch
     seen: int = -1  # ``activity`` when the due nodes were last read
     recheck_at: float = -math.inf  # epoch seconds from which a node may be due without new activity
     read_at: float = -math.inf
@@ -56,17 +56,18 @@ class StepState:
         """The worker's sink wrote a batch (node activity)."""
         self.activity += 1
         self.touched_at = time.monotonic()
+        self.paused = False
 
     def drained(self) -> None:
         """The worker's sinks have written every message of their partitions up to the newest
         offsets the consumer knows: the input has paused, whatever the time since the last batch."""
-        self.drained_at, self.drained_ns = time.monotonic(), time.time_ns()
+        self.drained_ns, self.paused = time.time_ns(), True
         self.activity += 1  # history nodes may be idle now: the next step reads the due nodes
 
     def ingesting(self) -> bool:
         """The worker's sink wrote a batch within ``IDLE_FLUSH_S`` and has not found its input
         drained since: its input has not paused."""
-        return time.monotonic() - self.touched_at < IDLE_FLUSH_S and self.drained_at < self.touched_at
+        return time.monotonic() - self.touched_at < IDLE_FLUSH_S and not self.paused
 
     def may_skip(self, now: float) -> bool:
         return self.seen == self.activity and now < self.recheck_at and now - self.read_at < RECHECK_S

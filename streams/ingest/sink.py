@@ -107,7 +107,7 @@ class Prepared:
     def reads_placements(self) -> bool:
         """Its allocation events were compared with the placements stored before it: prepared
         while an earlier batch was still being written, it must be prepared again after that."""
-        return any(isinstance(e, ev.AllocationEvent) and e.data.node for e in self.events)
+        return bool(placed_jobs(self.events))
 
 
 def write_batch(
@@ -181,15 +181,21 @@ def _count(messages: Sequence[Message], events: Sequence[ev.Envelope], dead: Seq
         process_metrics.DEAD_LETTERED.labels(letter.topic, process_metrics.reason_class(letter.reason)).inc()
 
 
-def placement_changes(wh: AttributionWarehouse, events: Sequence[ev.Envelope]) -> Changed:
-    """What each allocation event of a batch changes, against the snapshots stored before it
-    (``allocation_change``): an end marks windows dirty from the end on, a repeat marks nothing."""
+def placed_jobs(events: Sequence[ev.Envelope]) -> dict[str, set[str]]:
+    """Per cluster, the jobs of the allocation events on a node: what :func:`placement_changes`
+    compares with the stored placements."""
     jobs: dict[str, set[str]] = defaultdict(set)
     for e in events:
         if isinstance(e, ev.AllocationEvent) and e.data.node:
             jobs[e.cluster].add(e.data.job_id)
+    return jobs
+
+
+def placement_changes(wh: AttributionWarehouse, events: Sequence[ev.Envelope]) -> Changed:
+    """What each allocation event of a batch changes, against the snapshots stored before it
+    (``allocation_change``): an end marks windows dirty from the end on, a repeat marks nothing."""
     stored: dict[tuple[str, ...], Snapshot] = {}
-    for cluster, job_ids in jobs.items():
+    for cluster, job_ids in placed_jobs(events).items():
         for node, scheduler, job_id, attempt, uid, rank, payload in wh.query(
             "placement_snapshots", {"cluster": cluster, "jobs": sorted(job_ids)}
         ):

@@ -1,5 +1,5 @@
 """``dcgm.parse_query_range`` on a fixed set of varied answers gives what it gave when the outputs
-were pinned (``tests/fixtures/dcgm/query_range_pinned.json``): the same events in the same order,
+were pinned (``tests/fixtures/pinned/dcgm_query_range.json``): the same events in the same order,
 grouped into the same messages (version 2 or 3, the same ids, columns in the same order, the same
 Python values), the same dead letters and notes, and the same choice of path (the columnar
 :func:`dcgm_matrix.read` takes the answer or declines it).
@@ -26,7 +26,8 @@ from pipelines.gpu_columns import GpuColumns
 from pipelines.parsers import dcgm, dcgm_matrix
 from pipelines.parsers.base import NotThisFormat
 
-PINS = Path(__file__).parent.parent / "fixtures" / "dcgm" / "query_range_pinned.json"
+# not a parser input, so outside fixtures/dcgm (which the fuzz tests read)
+PINS = Path(__file__).parent.parent / "fixtures" / "pinned" / "dcgm_query_range.json"
 T0 = 1_762_077_600
 PROFILES = ["1g.10gb", "2g.20gb", "3g.40gb"]
 # values each field takes as it is (no dead letter), then some that need a reason or a slow path

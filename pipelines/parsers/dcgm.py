@@ -61,7 +61,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, overload
 
 from pipelines.events import InvalidEvent, event_id, mig_fraction
 from pipelines.gpu_columns import FIELDS as FIELD_NAMES
@@ -71,6 +71,9 @@ from pipelines.parsers.base import NotThisFormat, ParseResult
 from pipelines.parsers.dcgm_labels import k8s_mapping, node_of
 from pipelines.times import time_hint
 from pipelines.topics import GPU_METRICS
+
+if TYPE_CHECKING:
+    from pipelines.parsers.dcgm_matrix import Array
 
 SOURCE = "dcgm"
 TOPIC = GPU_METRICS.name
@@ -390,10 +393,14 @@ def convert(kind: str, value: float) -> tuple[float | int | None, str | None]:
     return int(value), None
 
 
-def _is_blank(kind: str, value: float) -> bool:
-    if value >= INT64_BLANK or FP64_BLANK <= value <= FP64_BLANK + 3:
-        return True
-    return kind != "counter" and INT32_BLANK <= value <= 2147483647.0
+@overload
+def _is_blank(kind: str, value: float) -> bool: ...
+@overload
+def _is_blank(kind: str, value: Array) -> Array: ...
+def _is_blank(kind: str, value: Any) -> Any:
+    """A blank sentinel: one value, or elementwise an array of them (the columnar paths)."""
+    blank = (value >= INT64_BLANK) | ((value >= FP64_BLANK) & (value <= FP64_BLANK + 3))
+    return blank if kind == "counter" else blank | ((value >= INT32_BLANK) & (value <= 2147483647.0))
 
 
 def _gpu_order(gpu: _Gpu) -> tuple[int, str, int]:

@@ -2,12 +2,12 @@
 
 A Prometheus ``matrix`` answer's points are read without a Python object per point
 (:func:`scan`): every ``"values"`` array is cut out of the bytes, what is left (the labels) is
-decoded with orjson, and the points, laid out as two-column CSV by byte replacement, are read by
-Arrow's CSV reader into two float arrays. An answer the scan cannot take exactly (any point not
-in the form Prometheus writes) is decoded whole with orjson instead, series by series. The points
-are then checked and converted per field as a whole (the rules of :func:`dcgm.convert`), and each
-node's series are laid into one (time × GPU) matrix per field. Events are rows of those matrices:
-raw text is never built.
+decoded with orjson, and the points, laid out as two-column CSV, are read by Arrow's CSV reader
+into two float arrays. An answer the scan cannot take exactly (any point not in the form
+Prometheus writes) is decoded whole with orjson instead, series by series. The points of all
+series are then checked, converted (the rules of :func:`dcgm.convert`) and laid into one
+(node × time × GPU) grid per field in whole-answer array operations, with no numpy call per
+series; events are rows of that grid, raw text is never built.
 
 It takes only answers where nothing needs a reason: every series placeable, every point a
 ``[number, "float"]`` pair with a time in range, every value within its field's range, no repeated
@@ -18,17 +18,17 @@ the record-by-record path runs, which dead-letters exactly what is wrong.
 
 from __future__ import annotations
 
-import io
 import math
 import re
+from bisect import bisect_left
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 
-from pipelines.gpu_columns import INTS, GpuColumns, build_event, scrape_id, scrapes_event
+from pipelines.gpu_columns import INTS, GpuColumns, build_event, scrape_id, scrapes_id
 from pipelines.parsers.base import ParseResult, gc_paused
 from pipelines.times import MICROSECOND, from_epoch
 
@@ -43,93 +43,134 @@ META = ("index", "model", "mig_profile", "namespace", "pod", "container", "hpc_j
 # characters of a point's time and value
 _POINTS = b'"values":['
 _NUMBER = b"0123456789.eE+-NaIinf"
-_DIGIT = np.zeros(256, dtype=bool)
-_DIGIT[list(b"0123456789")] = True
+_SERIES = frozenset({"metric", "values"})
+# the scan's CSV: three newlines before each point (``],[`` between two points becomes ``\n\n\n`` in
+# place; Arrow skips the empty lines), so a clean answer's points leave exactly this per point once
+# the number characters are taken out
+_SEP = b"\n\n\n"
+_LINE = _SEP + b',""'
+_BRACKET, _COMMA, _OPEN, _DOT, _NEWLINE, _MINUS, _ZERO, _NINE = b"],[.\n-09"
+# the value checks of dcgm.convert by kind: (lowest, highest, divisor, clipped to 0–1); any other kind
+# is an XID's (a whole number from 0 to INTS["xid"])
+_KINDS: dict[str, tuple[float, float, float, bool]] = {
+    "ratio": (-1e-9, 1.0 * (1 + 1e-9), 1.0, True),
+    "percent": (-1e-9, 100.0 * (1 + 1e-9), 100.0, True),
+    "nonneg": (0.0, math.inf, 1.0, False),
+    "counter": (0.0, math.inf, 1.0, False),
+    "temp": (-50.0, 200.0, 1.0, False),
+}
+_WHOLE = (0.0, float(INTS["xid"]), 1.0, False)
+_BLANK_FROM = 2147483632.0  # below it no value is a blank sentinel (dcgm._is_blank)
 # rows of one message: a node's scrapes go out several to a message (``gpu.sample`` version 3), the
 # stream's per-message cost paid once per up to this many GPU rows (about 60 kB of JSON)
 SCRAPE_ROWS = 256
 
 
 @dataclass
-class _Node:
-    gpus: dict[tuple[str, int | None], int] = field(default_factory=dict)  # (uuid, GPU_I_ID) -> column
-    series: list[int] = field(default_factory=list)  # indices into Layout.series
-
-
-@dataclass
 class Layout:
     """Series of one input laid out per node: :meth:`place` each series, then :meth:`result`.
 
-    Per series only a few appends; the values are converted once per field and laid into the
-    matrices once per node (no numpy call per series: an exposition series has one point)."""
+    Per series only a few appends; the points of every series are checked, converted and laid out
+    once for the whole input (no numpy call per series: an exposition series has one point)."""
 
     hint: str | None  # the caller's node name
     fields: dict[str, tuple[str, str]]  # metric -> (field, kind), dcgm.FIELDS
     describe: Callable[[dict[str, str], str | None], Any]  # labels -> dcgm._Series, or why not placeable
-    blank: Callable[[str, float], bool]
-    nodes: dict[str, _Node] = field(default_factory=dict)
-    infos: dict[tuple[tuple[str, str], ...], int] = field(default_factory=dict)  # labels -> index in described
-    described: list[Any] = field(default_factory=list)
-    # per series: (gpu column, label set index, field, times, values): lists of floats and texts as
-    # read from text, or float arrays already read and checked by :func:`scan`
-    series: list[tuple[int, int, str, Points, Points]] = field(default_factory=list)
+    blank: Callable[[str, Array], Array]  # which of the values (of one kind) are blank sentinels (dcgm._is_blank)
+    hosts: dict[str, int] = field(default_factory=dict)  # host -> node number, in order of first series
+    gpus: list[dict[tuple[str, int | None], int]] = field(default_factory=list)  # per node: (uuid, GPU_I_ID) -> column
+    infos: dict[tuple[tuple[str, str], ...], tuple[int, int, int] | None] = field(default_factory=dict)
+    described: list[Any] = field(default_factory=list)  # per label set: dcgm._Series, or why not placeable
+    # per placed series, in input order: (node, GPU column, label set index, metric name)
+    series: list[tuple[int, int, int, str]] = field(default_factory=list)
+    # the points of each placed series: lists of floats and texts as read from text (:meth:`place`), or
+    # the index of the series in arrays already read and checked by :func:`scan` (:meth:`place_scanned`)
+    parts: list[tuple[list[float], list[str]]] = field(default_factory=list)
+    scanned: list[int] = field(default_factory=list)
+    arrays: tuple[Array, Array, Array] | None = None  # the scan's times, values and points per series
 
-    def place(self, name: str, labels: tuple[tuple[str, str], ...], times: Points, values: Points) -> bool:
-        """One series (labels sorted, without ``__name__``); False when anything about it needs a reason."""
+    def place(self, name: str, labels: tuple[tuple[str, str], ...], times: list[float], values: list[str]) -> bool:
+        """One series (labels sorted, without ``__name__``); False when it cannot be placed."""
         if name not in self.fields:
             return True  # a well-formed series of no interest
-        ident = self.infos.get(labels)
-        if ident is None:
-            ident = self.infos[labels] = len(self.described)
-            self.described.append(self.describe(dict(labels), self.hint))
-        info = self.described[ident]
-        if isinstance(info, str) or _repeats(times):
-            return False  # cannot be placed, or a time twice: the slow path says why
-        node = self.nodes.setdefault(info.host, _Node())
-        node.series.append(len(self.series))
-        self.series.append((node.gpus.setdefault((info.uuid, info.gi), len(node.gpus)), ident, name, times, values))
+        if not self._where(name, labels):
+            return False
+        self.parts.append((times, values))
         return True
+
+    def place_scanned(self, name: str, labels: tuple[tuple[str, str], ...], index: int) -> bool:
+        """:meth:`place` for series ``index`` of the scan's arrays (``arrays``)."""
+        if name not in self.fields:
+            return True
+        if not self._where(name, labels):
+            return False
+        self.scanned.append(index)
+        return True
+
+    def _where(self, name: str, labels: tuple[tuple[str, str], ...]) -> bool:
+        where = self.infos.get(labels, ())
+        if where == ():
+            where = self.infos[labels] = self._describe(labels)
+        if where is None:
+            return False  # cannot be placed: the slow path says why
+        self.series.append((*where, name))
+        return True
+
+    def _describe(self, labels: tuple[tuple[str, str], ...]) -> tuple[int, int, int] | None:
+        """(node, GPU column, index in described) of a new label set; None when it cannot be placed."""
+        ident = len(self.described)
+        info = self.describe(dict(labels), self.hint)
+        self.described.append(info)
+        if isinstance(info, str):
+            return None
+        node = self.hosts.get(info.host)
+        if node is None:
+            node = self.hosts[info.host] = len(self.gpus)
+            self.gpus.append({})
+        gpus = self.gpus[node]
+        return node, gpus.setdefault((info.uuid, info.gi), len(gpus)), ident
 
     def result(self, cluster: str, interval_s: float | None, stamp: Callable[[float], datetime]) -> ParseResult | None:
         """The events, node by node and time by time; ``stamp`` turns a time of the series into the event time."""
         if not self.series:
             return None
-        converted = self._converted()
-        if converted is None:
+        points = self._points()
+        if points is None:
             return None
-        result = ParseResult()
-        for host in sorted(self.nodes):
-            events = _events(host, self.nodes[host], self, converted, cluster, interval_s, stamp)
-            if events is None:
-                return None
-            result.events.extend(events)
-        return result
+        times, raw, counts = points
+        ends = np.cumsum(counts)
+        if _repeats(times, counts, ends):
+            return None  # a time twice in a series: the slow path says why
+        names = {name: i for i, name in enumerate(dict.fromkeys(s[3] for s in self.series))}
+        codes = np.array([names[s[3]] for s in self.series])
+        values = _convert(raw, counts, ends, codes, [self.fields[n][1] for n in names], self.blank)
+        if values is None:
+            return None
+        grid = _Grid.build(self, times, counts)
+        if grid is None:
+            return None  # two label sets at once (a shared device, a label change): the slow path merges
+        return grid.events(self, names, codes, values, counts, cluster, interval_s, stamp)
 
-    def _converted(self) -> list[Array] | None:
-        """Each series' values converted (NaN = missing), one conversion per field; None if any needs a reason."""
-        out: list[Array] = [np.empty(0)] * len(self.series)
-        by_name: dict[str, list[int]] = {}
-        for i, (_, _, name, _, _) in enumerate(self.series):
-            by_name.setdefault(name, []).append(i)
-        for name, members in by_name.items():
-            parts = [self.series[i][4] for i in members]
-            try:
-                if isinstance(parts[0], np.ndarray):  # read and checked by the scan
-                    raw = np.concatenate(parts)
-                else:
-                    texts = [v for part in parts for v in cast(list[str], part)]  # as read from text
-                    if not floats(texts) or not valid_times(_joined([self.series[i][3] for i in members])):
-                        return None
-                    raw = np.array(texts, dtype=np.float64)
-                values = _convert(self.fields[name][1], raw, self.blank)
-            except ValueError:
+    def _points(self) -> tuple[Array, Array, Array] | None:
+        """(times, values, points per series) of the placed series end to end; None when a value is
+        not a float or a time out of range (read from text: checked here)."""
+        if self.arrays is not None:
+            times, values, counts = self.arrays
+            if len(self.scanned) == len(counts):  # every series placed, in order
+                return times, values, counts
+            picked = np.array(self.scanned)
+            starts = (np.cumsum(counts) - counts)[picked]
+            counts = counts[picked]
+            index = np.repeat(starts - (np.cumsum(counts) - counts), counts) + np.arange(int(counts.sum()))
+            return times[index], values[index], counts
+        texts = [v for _, part in self.parts for v in part]
+        try:
+            times = np.array([t for part, _ in self.parts for t in part], dtype=np.float64)
+            if not floats(texts) or not valid_times(times):
                 return None
-            if values is None:
-                return None
-            ends = np.cumsum([len(self.series[i][4]) for i in members])[:-1]
-            for i, part in zip(members, np.split(values, ends), strict=True):
-                out[i] = part
-        return out
+            return times, np.array(texts, dtype=np.float64), np.array([len(part) for part, _ in self.parts])
+        except ValueError:
+            return None
 
 
 def valid_times(times: Array) -> bool:
@@ -144,29 +185,274 @@ def floats(values: list[str] | tuple[str, ...]) -> bool:
     return _FLOATS.fullmatch(text) is not None and (bool(text) or not values)  # [""]: one empty value
 
 
-Points = list[float] | list[str] | Array
+def _repeats(times: Array, counts: Array, ends: Array) -> bool:
+    """A time appears twice in one series (``times``: the series end to end, ``counts`` long each,
+    ending before ``ends``). Only a series whose times do not rise throughout is looked at on its own."""
+    if len(times) < 2:
+        return False
+    falls = np.flatnonzero(~(times[1:] > times[:-1]))  # i: the time at i + 1 is not after the one at i
+    falls = falls[~np.isin(falls + 1, ends)]  # not from the last point of a series to the next series
+    for s in np.unique(np.searchsorted(ends, falls, side="right")).tolist():
+        own = times[ends[s] - counts[s] : ends[s]]
+        if len(np.unique(own)) != len(own):
+            return True
+    return False
 
 
-def _joined(parts: list[Points]) -> Array:
-    """Series' times (or values) end to end, as one float array."""
-    if parts and isinstance(parts[0], np.ndarray):
-        return np.concatenate(parts)
-    return np.array([t for part in parts for t in part], dtype=np.float64)
+def _convert(
+    v: Array, counts: Array, ends: Array, codes: Array, kinds: list[str], blank: Callable[[str, Array], Array]
+) -> Array | None:
+    """:func:`dcgm.convert` over the values of every series (``counts`` long each, ending before
+    ``ends``; ``codes``: each series' metric, by index into ``kinds``): NaN for missing, ``None``
+    when any value needs a reason. The ranges are checked on each series' lowest and highest value."""
+    if np.isinf(v).any():
+        return None
+    missing = np.isnan(v)
+    candidates = np.flatnonzero(v >= _BLANK_FROM)  # NaN compares false
+    if len(candidates):
+        of = codes[np.searchsorted(ends, candidates, side="right")]
+        for code in np.flatnonzero(np.bincount(of)).tolist():
+            mine = candidates[of == code]
+            missing[mine] = blank(kinds[code], v[mine])
+    given = np.where(missing, np.nan, v) if missing.any() else v
+    rules = np.array([_KINDS.get(kind, _WHOLE) for kind in kinds])[codes]  # per series: low, high, divisor, clipped
+    starts = ends - counts
+    if ((np.fmin.reduceat(given, starts) < rules[:, 0]) | (np.fmax.reduceat(given, starts) > rules[:, 1])).any():
+        return None  # NaN (a series without a value) compares false
+    whole = np.array([kind not in _KINDS for kind in kinds])[codes]
+    if whole.any():
+        x = given[np.repeat(whole, counts)]
+        x = x[~np.isnan(x)]
+        if (x != np.floor(x)).any():
+            return None
+    divisor, clipped = rules[:, 2], rules[:, 3] == 1.0
+    out = v / np.repeat(divisor, counts) if (divisor != 1.0).any() else v.copy()
+    if clipped.any():
+        np.clip(
+            out,
+            np.repeat(np.where(clipped, 0.0, -np.inf), counts),
+            np.repeat(np.where(clipped, 1.0, np.inf), counts),
+            out=out,
+        )
+    out[missing] = np.nan
+    return out
 
 
-def _repeats(times: Points) -> bool:
-    """A time appears twice in the series."""
-    if isinstance(times, np.ndarray):
-        return bool(len(times) > 1 and not (np.diff(times) > 0).all() and len(np.unique(times)) != len(times))
-    return len(set(times)) != len(times)
+@dataclass
+class _Grid:
+    """The cells of a whole input: per node (in host order) its rows (distinct times, ascending) ×
+    its GPU columns, end to end; ``ident`` holds the label set describing each cell (-1: absent)."""
+
+    order: list[str]  # hosts, sorted
+    nodes: list[int]  # node number of each host in ``order``
+    first: Array  # per host: its first row
+    rows: Array  # per host: how many rows
+    width: Array  # per host: how many GPU columns
+    base: Array  # per host: its first cell
+    row_time: Array  # per row: index into ``times``
+    times: Array  # the distinct times of the input
+    cell: Array  # per point: its cell
+    ident: Array  # per cell
+
+    @classmethod
+    def build(cls, layout: Layout, all_times: Array, counts: Array) -> _Grid | None:
+        """None when two label sets describe one cell."""
+        order = sorted(layout.hosts)
+        nodes = [layout.hosts[h] for h in order]
+        rank = np.empty(len(nodes), dtype=np.int64)
+        rank[nodes] = np.arange(len(nodes))
+        node, column, ident = (np.array(c, dtype=np.int64) for c in list(zip(*layout.series, strict=True))[:3])
+        times, positions = _positions(all_times, counts)
+        n_t = len(times)
+        key = np.repeat(rank[node], counts) * n_t + positions
+        if len(nodes) * n_t <= 4 * len(key) + 4096:  # rows as (host, time) pairs present: a bitmap
+            seen = np.zeros(len(nodes) * n_t, dtype=bool)
+            seen[key] = True
+            row_keys = np.flatnonzero(seen)
+            row = (np.cumsum(seen) - 1)[key]
+        else:
+            row_keys, row = np.unique(key, return_inverse=True)
+        first = np.searchsorted(row_keys // n_t, np.arange(len(nodes)))
+        rows = np.diff(np.append(first, len(row_keys)))
+        width = np.array([len(layout.gpus[n]) for n in nodes], dtype=np.int64)
+        base = np.cumsum(rows * width) - rows * width
+        per_series = (base - first * width)[rank[node]] + column
+        cell = np.repeat(per_series, counts) + row * np.repeat(width[rank[node]], counts)
+        described = np.full(int((rows * width).sum()), -1, dtype=np.int64)
+        point_ident = np.repeat(ident, counts)
+        described[cell] = point_ident
+        if (described[cell] != point_ident).any():
+            return None
+        return cls(order, nodes, first, rows, width, base, row_keys % n_t, times, cell, described)
+
+    def values(self, codes: Array, values: Array, n_names: int) -> Array:
+        """Per metric, the value of each cell (NaN: none): the first value given wins."""
+        key = codes * len(self.ident) + self.cell
+        given = values
+        have = ~np.isnan(values)
+        if not have.all():
+            key, given = key[have], values[have]
+        out = np.full(n_names * len(self.ident), np.nan)
+        out[key] = given
+        if (out.view(np.int64)[key] != given.view(np.int64)).any():  # one cell given twice, differently
+            cells, first = np.unique(key, return_index=True)
+            out[cells] = given[first]
+        return out.reshape(n_names, len(self.ident))
+
+    def events(
+        self,
+        layout: Layout,
+        names: dict[str, int],
+        codes: Array,
+        values: Array,
+        counts: Array,
+        cluster: str,
+        interval_s: float | None,
+        stamp: Callable[[float], datetime],
+    ) -> ParseResult:
+        point_codes = np.repeat(codes, counts)
+        grid = self.values(point_codes, values, len(names))
+        metrics: list[dict[str, int]] = [{} for _ in layout.gpus]  # per node: its metrics in order of first series
+        for node, _, _, name in layout.series:
+            metrics[node].setdefault(name, names[name])
+        stamps = [stamp(float(t)) for t in self.times]
+        micros = [(s - stamps[0]) // MICROSECOND for s in stamps]
+        blocks = [_Block.of(self, rank, layout) for rank in range(len(self.order))]
+        picked = np.concatenate([g.cells for b in blocks for g in b.groups])
+        columns = _columns(grid, picked, {m for ms in metrics for m in ms.values()}, names, layout.fields)
+        result = ParseResult()
+        at = 0
+        for rank, block in enumerate(blocks):
+            host = self.order[rank]
+            fields: dict[str, int] = {}
+            for name, code in metrics[self.nodes[rank]].items():
+                fields[layout.fields[name][0]] = code  # one field given by two metrics: the last one's
+            step = interval_s or _min_step(
+                self.times[self.row_time[self.first[rank] : self.first[rank] + self.rows[rank]]]
+            )
+            out: list[tuple[int, Any]] = []
+            for group in block.groups:
+                n = len(group.picked)
+                per_message = max(1, SCRAPE_ROWS // n)
+                row_times = self.row_time[self.first[rank] + group.rows].tolist()
+                for start in range(0, len(row_times), per_message):
+                    times = row_times[start : start + per_message]
+                    size = len(times) * n
+                    cols = {name: values * len(times) for name, values in group.shared.items()}
+                    for key, code in fields.items():
+                        cols[key] = columns[code][at : at + size]
+                    at += size
+                    when = stamps[times[0]]
+                    if len(times) == 1:  # one scrape: version 2
+                        data = GpuColumns(host, step, cols)
+                        event = build_event(scrape_id(cluster, host, when), "dcgm", when, cluster, data)
+                    else:  # gpu_columns.scrapes_event, its offsets and id from the rows' times
+                        us = [micros[t] - micros[times[0]] for t in times]
+                        data = GpuColumns(host, step, cols, [u for u in us for _ in range(n)])
+                        last = when + max(us) * MICROSECOND
+                        id_ = scrapes_id(cluster, host, when, last, len(set(us)))
+                        event = build_event(id_, "dcgm", when, cluster, data)
+                    out.append((int(group.rows[start]), event))
+            if len(block.groups) > 1:
+                out.sort(key=lambda pair: pair[0])
+            result.events.extend(event for _, event in out)
+        return result
+
+
+def _positions(all_times: Array, counts: Array) -> tuple[Array, Array]:
+    """The distinct times (sorted) and the index in them of each of ``all_times``: without sorting when
+    every series holds the same times in order (a query_range answer without gaps)."""
+    n_t = int(counts[0])
+    times = all_times[:n_t]
+    if (
+        (counts == n_t).all()
+        and (n_t == 1 or (times[1:] > times[:-1]).all())
+        and (all_times.reshape(-1, n_t) == times).all()
+    ):
+        return times.copy(), np.tile(np.arange(n_t), len(counts))
+    times = np.unique(all_times)
+    return times, np.searchsorted(times, all_times)
+
+
+@dataclass
+class _Group:
+    rows: Array  # rows of the node (from its first) with the same GPUs, described the same way
+    picked: Array  # their GPU columns, in GPU order
+    shared: dict[str, list[Any]]  # the columns every row of the group has alike
+    cells: Array  # the cells, row by row
+
+
+@dataclass
+class _Block:
+    groups: list[_Group]  # in order of first row
+
+    @classmethod
+    def of(cls, grid: _Grid, rank: int, layout: Layout) -> _Block:
+        n_rows, width, base = int(grid.rows[rank]), int(grid.width[rank]), int(grid.base[rank])
+        idents = grid.ident[base : base + n_rows * width].reshape(n_rows, width)
+        if n_rows == 1 or (idents == idents[0]).all():
+            layouts = [np.arange(n_rows)]
+        else:
+            rows: dict[bytes, list[int]] = {}
+            for row in range(n_rows):
+                rows.setdefault(idents[row].tobytes(), []).append(row)
+            layouts = [np.array(r) for r in rows.values()]
+        keys = sorted(layout.gpus[grid.nodes[rank]].items(), key=lambda kv: kv[1])
+        groups = []
+        for members in layouts:
+            cols = np.flatnonzero(idents[members[0]] >= 0)
+            metas = [layout.described[i].meta for i in idents[members[0], cols].tolist()]
+            order = sorted(range(len(cols)), key=lambda j: order_key(metas[j], keys[cols[j]][0]))
+            picked = cols[order]
+            shared: dict[str, list[Any]] = {
+                "uuid": [keys[c][0][0] for c in picked.tolist()],
+                "mig_instance": [keys[c][0][1] for c in picked.tolist()],
+            }
+            for name in META:
+                shared[name] = [metas[j][name] for j in order]
+            cells = (base + members[:, None] * width + picked[None, :]).ravel()
+            groups.append(_Group(members, picked, shared, cells))
+        return cls(groups)
+
+
+def _columns(
+    grid: Array, picked: Array, codes: set[int], names: dict[str, int], fields: dict[str, tuple[str, str]]
+) -> dict[int, list[Any]]:
+    """Per metric, the values of the ``picked`` cells as Python values (``int`` for XIDs), ``None`` where missing."""
+    out: dict[int, list[Any]] = {}
+    for name, code in names.items():
+        if code not in codes:
+            continue
+        m = grid[code][picked]
+        missing = np.isnan(m)
+        integral = fields[name][0] == "xid"
+        if not missing.any():
+            out[code] = (m.astype(np.int64) if integral else m).tolist()
+            continue
+        objs = np.where(missing, 0, m).astype(np.int64).astype(object) if integral else m.astype(object)
+        objs[missing] = None
+        out[code] = objs.tolist()
+    return out
 
 
 def scan(answer: bytes) -> tuple[Any, list[Array], list[Array]] | None:
     """A matrix answer as (the answer with every series' points left out, each series' times, each
-    series' values), with no Python object per point; ``None`` when any point is not exactly in the
-    form Prometheus writes (``[<JSON number>,"<float>"]``, no spaces), a value is NaN or infinite,
-    or the answer is not a matrix of ``{"metric", "values"}`` series, and where pyarrow is not
-    installed. Then the answer is decoded with orjson as a whole, which says what is wrong."""
+    series' values): :func:`scan_flat` with the points split per series."""
+    scanned = scan_flat(answer)
+    if scanned is None:
+        return None
+    result, times, values, counts = scanned
+    ends = np.cumsum(counts)[:-1]
+    return result, np.split(times, ends), np.split(values, ends)
+
+
+def scan_flat(answer: bytes) -> tuple[Any, Array, Array, Array] | None:
+    """A matrix answer as (the answer with every series' points left out, the times and values of
+    every series end to end, the points per series), with no Python object per point; ``None`` when
+    any point is not exactly in the form Prometheus writes (``[<JSON number>,"<float>"]``, no
+    spaces), a value is NaN or infinite, or the answer is not a matrix of ``{"metric", "values"}``
+    series, and where pyarrow is not installed. Then the answer is decoded with orjson as a whole,
+    which says what is wrong."""
     import orjson
 
     try:  # not in a collector-only install (the collect extra): orjson reads the answer there
@@ -174,31 +460,23 @@ def scan(answer: bytes) -> tuple[Any, list[Array], list[Array]] | None:
         from pyarrow import ArrowException, csv
     except ImportError:
         return None
-    rest: list[bytes] = []
-    lines: list[bytes] = []
-    counts: list[int] = []
-    start = 0
-    at = answer.find(_POINTS)
-    while at >= 0:
-        first = at + len(_POINTS) - 1
-        end = answer.find(b"]]", first) + 2
-        if end < 2 or answer[first + 1 : first + 2] != b"[" or answer[at - 1 : at] not in (b"{", b","):
-            return None
-        at = answer.find(_POINTS, end)
-        rest += (answer[start:first], b"[]")
-        region = answer[first + 2 : end - 2]
-        lines += (b"\n", region)
-        counts.append(region.count(b"],[") + 1)
-        start = end
-    rest.append(answer[start:])
-    text = b"".join(lines).replace(b"],[", b"\n")
-    total = sum(counts)
-    if not counts or text.translate(None, _NUMBER) != b'\n,""' * total or _not_json_time(text):
+    cut = _cut(answer)
+    if cut is None:
         return None
+    rest, text, starts = cut
+    chars = np.frombuffer(text, dtype=np.uint8)  # over the bytearray: written in place
+    closes = np.flatnonzero(chars == _BRACKET)  # each must be a "],[" between two points
+    if len(closes) and ((chars[closes + 1] != _COMMA).any() or (chars[closes + 2] != _OPEN).any()):
+        return None
+    chars[closes] = chars[closes + 1] = chars[closes + 2] = _NEWLINE
+    total = len(starts) + len(closes)
+    if text.translate(None, _NUMBER) != _LINE * total + _SEP or _not_json_time(chars, starts, closes + 3):
+        return None
+    counts = np.diff(np.searchsorted(closes, np.append(starts, len(chars)))) + 1
     try:
         obj = orjson.loads(b"".join(rest))
         table = csv.read_csv(
-            io.BytesIO(text),
+            pa.BufferReader(pa.py_buffer(text)),
             read_options=csv.ReadOptions(column_names=["t", "v"], block_size=1 << 24),
             convert_options=csv.ConvertOptions(
                 column_types={"t": pa.float64(), "v": pa.float64()},
@@ -220,12 +498,47 @@ def scan(answer: bytes) -> tuple[Any, list[Array], list[Array]] | None:
         or len(times) != total
         or not np.isfinite(values).all()
         or not valid_times(times)
-        or not all(isinstance(series, dict) and series.keys() == {"metric", "values"} for series in result)
+        or not all(isinstance(series, dict) and series.keys() == _SERIES for series in result)
         or any(series["values"] != [] for series in result)
     ):
         return None
-    ends = np.cumsum(counts)[:-1]
-    return result, np.split(times, ends), np.split(values, ends)
+    return result, times, values, counts
+
+
+def _cut(answer: bytes) -> tuple[list[bytes], bytearray, Array] | None:
+    """(the answer without the points, the points of every series as CSV lines, where each series'
+    points start in it); ``None`` when a ``"values"`` array is not one of points or there is none.
+
+    Each series' points are what lies between ``"values":[[`` and the first ``]]`` after it: the
+    ``]]`` are found in one pass over the bytes, the ``"values"`` from the end of the previous series."""
+    chars = np.frombuffer(answer, dtype=np.uint8)
+    brackets = np.flatnonzero(chars == _BRACKET)
+    pairs = brackets[:-1][np.diff(brackets) == 1].tolist()  # every "]]"
+    view = memoryview(answer)
+    rest: list[bytes] = []
+    parts: list[Any] = []
+    starts: list[int] = []
+    start = length = 0
+    at = answer.find(_POINTS)
+    while at >= 0:
+        first = at + len(_POINTS) - 1
+        k = bisect_left(pairs, first)
+        if k == len(pairs) or answer[first + 1 : first + 2] != b"[" or answer[at - 1 : at] not in (b"{", b","):
+            return None
+        end = pairs[k] + 2
+        at = answer.find(_POINTS, end)
+        rest += (answer[start:first], b"[]")
+        region = view[first + 2 : end - 2]
+        parts += (_SEP, region)
+        length += len(_SEP)
+        starts.append(length)
+        length += len(region)
+        start = end
+    if not starts:
+        return None
+    rest.append(answer[start:])
+    parts.append(_SEP)
+    return rest, bytearray().join(parts), np.array(starts, dtype=np.int64)
 
 
 def _floats_of(column: Any) -> Array:
@@ -238,24 +551,23 @@ def _floats_of(column: Any) -> Array:
     return np.concatenate(parts) if parts else np.empty(0)
 
 
-def _not_json_time(text: bytes) -> bool:
-    """A point's time (each line ``\\n<time>,"<value>"``) in a form a float reader takes but a JSON
-    number cannot have: +5, .5, -.5, 05, 5., 1.e5 (a value such as "5." or "1.e5", which Prometheus
-    never writes, only costs the scan). Vectorised: a few passes over the bytes."""
-    chars = np.frombuffer(text + b"\n", dtype=np.uint8)
-    digit = _DIGIT[chars]
-    starts = np.flatnonzero(chars == ord("\n"))[:-1] + 1
-    signed = chars[starts] == ord("-")
-    starts[signed] += 1
-    zero = chars[starts] == ord("0")
-    dots = np.flatnonzero(chars == ord("."))
-    commas = np.flatnonzero(chars == ord(","))
+def _not_json_time(chars: Array, *lines: Array) -> bool:
+    """A point's time (each line ``<time>,"<value>"``, starting at the ``lines`` positions) in a form a
+    float reader takes but a JSON number cannot have: +5, .5, -.5, 05, 5., 1.e5 (a value such as "5."
+    or "1.e5", which Prometheus never writes, only costs the scan). Vectorised: the characters at
+    those positions, and at the dots and commas, found in one pass over the bytes."""
+    starts = np.concatenate(lines)
+    starts += chars[starts] == _MINUS
+    first = chars[starts]
+    marks = np.flatnonzero((chars == _COMMA) | (chars == _DOT))
+    after = np.where(chars[marks] == _DOT, marks + 1, marks - 1)  # a digit after each dot, before each comma
     return bool(
-        not digit[starts].all()
-        or digit[starts[zero] + 1].any()
-        or not digit[dots + 1].all()
-        or not digit[commas - 1].all()
+        not _digits(first).all() or _digits(chars[starts[first == _ZERO] + 1]).any() or not _digits(chars[after]).all()
     )
+
+
+def _digits(chars: Array) -> Array:
+    return (chars >= _ZERO) & (chars <= _NINE)
 
 
 def read(
@@ -266,17 +578,18 @@ def read(
     interval_s: float | None,
     fields: dict[str, tuple[str, str]],
     describe: Callable[[dict[str, str], str | None], Any],
-    blank: Callable[[str, float], bool],
+    blank: Callable[[str, Array], Array],
 ) -> ParseResult | None:
     """Events of a clean matrix answer, or ``None`` (let the record-by-record path read it)."""
     import orjson
 
     with gc_paused(answer):
         layout = Layout(node, fields, describe, blank)
-        scanned = scan(answer.encode() if isinstance(answer, str) else answer)
+        scanned = scan_flat(answer.encode() if isinstance(answer, str) else answer)
         if scanned is not None:
-            result, times, values = scanned
-            if not all(_place(s["metric"], t, v, layout) for s, t, v in zip(result, times, values, strict=True)):
+            result, times, values, counts = scanned
+            layout.arrays = times, values, counts
+            if not _place_scanned(result, layout):
                 return None
             return layout.result(cluster, interval_s, from_epoch)  # in range: checked by the scan
         try:
@@ -299,7 +612,7 @@ def read_by_node(
     interval_s: float | None,
     fields: dict[str, tuple[str, str]],
     describe: Callable[[dict[str, str], str | None], Any],
-    blank: Callable[[str, float], bool],
+    blank: Callable[[str, Array], Array],
 ) -> tuple[ParseResult, list[Any]] | None:
     """A matrix answer node by node: the events of every node whose series are all clean, and the
     series left for the record-by-record path (the other nodes' and those that name no node), in
@@ -319,10 +632,10 @@ def read_by_node(
     known: dict[tuple[tuple[str, str], ...], Any] = {}
     for i, series in enumerate(data["result"]):
         metric = series.get("metric") if isinstance(series, dict) else None
-        if not isinstance(metric, dict) or set(map(type, metric.values())) - {str}:
+        labels = _labels(metric)
+        if labels is None:
             unplaced.append(i)
             continue
-        labels = tuple(sorted((k, v) for k, v in metric.items() if k != "__name__"))
         info = known.get(labels)
         if info is None:
             info = known[labels] = describe(dict(labels), node)
@@ -354,129 +667,41 @@ def _add(series: Any, layout: Layout) -> bool:
     times = [float(t) for t in ts]
     if not valid_times(np.array(times)):
         return False
-    return _place(metric, times, list(vs), layout)
+    labels = _labels(metric)
+    return labels is not None and layout.place(metric.get("__name__", ""), labels, times, list(vs))
 
 
-def _place(metric: Any, times: Points, values: Points, layout: Layout) -> bool:
-    """A series' labels checked and sorted, and the series placed in ``layout``."""
+def _place_scanned(result: list[dict[str, Any]], layout: Layout) -> bool:
+    """Every series of a scanned answer placed in ``layout``; False when one cannot be. The metrics of
+    one GPU share their labels but ``__name__``: those are checked and sorted once per order given."""
+    sorted_: dict[tuple[tuple[str, Any], ...], tuple[tuple[str, str], ...]] = {}
+    for i, series in enumerate(result):
+        metric = series["metric"]
+        if type(metric) is not dict:
+            return False
+        given = metric.copy()
+        name = given.pop("__name__", "")
+        try:
+            labels = sorted_.get(key := tuple(given.items()))
+        except TypeError:  # a value that is not hashable, so not a string
+            return False
+        if labels is None:
+            labels = _labels(metric)
+            if labels is None:
+                return False
+            sorted_[key] = labels
+        elif type(name) is not str:
+            return False
+        if not layout.place_scanned(name, labels, i):
+            return False
+    return True
+
+
+def _labels(metric: Any) -> tuple[tuple[str, str], ...] | None:
+    """A series' labels sorted, without ``__name__``; None unless every label is a string."""
     if not isinstance(metric, dict) or set(map(type, metric.values())) - {str}:
-        return False
-    labels = tuple(sorted((k, v) for k, v in metric.items() if k != "__name__"))
-    return layout.place(metric.get("__name__", ""), labels, times, values)
-
-
-def _convert(kind: str, v: Array, blank: Callable[[str, float], bool]) -> Array | None:
-    """:func:`dcgm.convert` over an array: NaN for missing, ``None`` when any value needs a reason."""
-    missing = np.isnan(v)
-    if np.isinf(v).any():
         return None
-    finite = ~missing
-    blanks = np.zeros(len(v), dtype=bool)
-    candidates = finite & (v >= 2147483632.0)
-    for i in np.flatnonzero(candidates):
-        blanks[i] = blank(kind, float(v[i]))
-    ok = finite & ~blanks
-    x = v[ok]
-    if kind in ("ratio", "percent"):
-        top = 1.0 if kind == "ratio" else 100.0
-        if ((x < -1e-9) | (x > top * (1 + 1e-9))).any():
-            return None
-        x = np.clip(x / top, 0.0, 1.0)
-    elif kind in ("nonneg", "counter"):
-        if (x < 0).any():
-            return None
-    elif kind == "temp":
-        if ((x < -50.0) | (x > 200.0)).any():
-            return None
-    elif ((x != np.floor(x)) | (x < 0) | (x > INTS["xid"])).any():
-        return None
-    out = np.full(len(v), np.nan)
-    out[ok] = x
-    return out
-
-
-def _events(
-    host: str,
-    node: _Node,
-    layout: Layout,
-    converted: list[Array],
-    cluster: str,
-    interval_s: float | None,
-    stamp: Callable[[float], datetime],
-) -> list[Any] | None:
-    members = node.series
-    lengths = [len(layout.series[i][3]) for i in members]
-    all_times = _joined([layout.series[i][3] for i in members])
-    times = np.unique(all_times)
-    n_t, n_g = len(times), len(node.gpus)
-    cells = np.searchsorted(times, all_times) * n_g + np.repeat([layout.series[i][0] for i in members], lengths)
-    idents = np.repeat([layout.series[i][1] for i in members], lengths)
-    by_cell = np.argsort(cells, kind="stable")
-    same = cells[by_cell][1:] == cells[by_cell][:-1]
-    if (same & (idents[by_cell][1:] != idents[by_cell][:-1])).any():
-        return None  # two label sets at once (a shared device, a label change): the slow path merges
-    present = np.zeros(n_t * n_g, dtype=bool)
-    present[cells] = True
-    described_flat = np.full(n_t * n_g, -1, dtype=np.int64)
-    described_flat[cells] = idents
-    present_cells, described = present.reshape(n_t, n_g), described_flat.reshape(n_t, n_g)
-    infos = layout.described
-    keys_of = np.repeat([layout.series[i][2] for i in members], lengths)
-    values_all = np.concatenate([converted[i] for i in members])
-    matrices: dict[str, Array] = {}
-    for name in dict.fromkeys(layout.series[i][2] for i in members):
-        mine = (keys_of == name) & ~np.isnan(values_all)
-        first_cells, first = np.unique(cells[mine], return_index=True)  # the first value given wins
-        m = np.full(n_t * n_g, np.nan)
-        m[first_cells] = values_all[mine][first]
-        matrices[layout.fields[name][0]] = m.reshape(n_t, n_g)
-    step = interval_s or _min_step(times)
-    stamps = [stamp(float(s)) for s in times]
-    columns_of = {key: _objects(m, key == "xid") for key, m in matrices.items()}
-    keys = sorted(node.gpus, key=lambda k: node.gpus[k])
-    layouts: dict[tuple[bytes, bytes], list[int]] = {}  # rows with the same GPUs, described the same way
-    for row in range(n_t):
-        here = np.flatnonzero(present_cells[row])
-        if len(here):
-            layouts.setdefault((here.tobytes(), described[row, here].tobytes()), []).append(row)
-    out: list[tuple[int, Any]] = []
-    for group in layouts.values():
-        cols = np.flatnonzero(present_cells[group[0]])
-        metas = [infos[int(i)].meta for i in described[group[0], cols]]
-        order = sorted(range(len(cols)), key=lambda j: order_key(metas[j], keys[cols[j]]))
-        picked = cols[order]
-        shared: dict[str, list[Any]] = {
-            "uuid": [keys[c][0] for c in picked],
-            "mig_instance": [keys[c][1] for c in picked],
-        }
-        for name in META:
-            shared[name] = [metas[j][name] for j in order]
-        per_message = max(1, SCRAPE_ROWS // len(picked))
-        for at in range(0, len(group), per_message):
-            rows = group[at : at + per_message]
-            block = np.ix_(np.array(rows), picked)
-            columns = {name: values * len(rows) for name, values in shared.items()}
-            columns.update((key, objs[block].ravel().tolist()) for key, objs in columns_of.items())
-            start = stamps[rows[0]]
-            if len(rows) == 1:  # one scrape: version 2
-                event = build_event(
-                    scrape_id(cluster, host, start), "dcgm", start, cluster, GpuColumns(host, step, columns)
-                )
-            else:
-                offsets = [(stamps[row] - start) // MICROSECOND for row in rows for _ in picked]
-                data = GpuColumns(host, step, columns, offsets)
-                event = scrapes_event(source="dcgm", time=start, cluster=cluster, data=data, checked=True)
-            out.append((rows[0], event))
-    out.sort(key=lambda pair: pair[0])
-    return [event for _, event in out]
-
-
-def _objects(m: Array, integral: bool) -> Array:
-    """A float matrix as Python values (``int`` for XIDs), ``None`` where missing."""
-    missing = np.isnan(m)
-    objs = np.where(missing, 0, m).astype(np.int64).astype(object) if integral else m.astype(object)
-    objs[missing] = None
-    return objs
+    return tuple(sorted((k, v) for k, v in metric.items() if k != "__name__"))
 
 
 def order_key(meta: dict[str, Any], key: tuple[str, int | None]) -> tuple[int, str, int]:

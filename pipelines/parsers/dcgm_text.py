@@ -21,7 +21,7 @@ from typing import Any
 from pipelines.events import event_id
 from pipelines.gpu_columns import INTS, GpuColumns, build_event
 from pipelines.parsers.base import ParseResult
-from pipelines.parsers.dcgm_matrix import META, Layout, floats, order_key
+from pipelines.parsers.dcgm_matrix import META, Array, Layout, floats, order_key
 from pipelines.parsers.prom import MAX_LINE
 from pipelines.times import from_epoch
 
@@ -43,7 +43,7 @@ def read(
     interval_s: float | None,
     fields: dict[str, tuple[str, str]],
     describe: Callable[[dict[str, str], str | None], Any],
-    blank: Callable[[str, float], bool],
+    blank: Callable[[str, Array], Array],
     convert: Callable[[str, float], tuple[Any, str | None]],
 ) -> ParseResult | None:
     """Events of clean exposition text, or ``None`` (let the line-by-line reader read it)."""

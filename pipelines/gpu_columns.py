@@ -113,7 +113,7 @@ class GpuColumns:
         out: dict[str, Any] = {"node": self.node, "interval_s": self.interval_s}
         for name in FIELDS:  # one order, whatever built the columns
             values = self.columns.get(name)
-            if values is not None and (name == "uuid" or values.count([] if name == "holders" else None) < len(values)):
+            if values is not None and (name == "uuid" or _any_given(values, [] if name == "holders" else None)):
                 out[name] = values
         if self.offset_us is not None:
             out["offset_us"] = self.offset_us
@@ -124,6 +124,12 @@ class GpuColumns:
         """A version 1 message's GPUs as columns."""
         rows = [g.__dict__ for g in data.gpus]  # a pydantic model's field values
         return cls(data.node, data.interval_s, {f: [r[f] for r in rows] for f in FIELDS})
+
+
+def _any_given(values: list[Any], missing: Any) -> bool:
+    """Some value is not ``missing``: the first one decides most columns without a pass over the
+    rest (``list.count`` compares every number with ``None`` the slow way)."""
+    return bool(values) and (values[0] != missing or values.count(missing) < len(values))
 
 
 class GpuColumnsEvent(GpuMetricsEvent):

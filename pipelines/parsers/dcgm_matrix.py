@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import math
 import re
+import threading
 from bisect import bisect_left
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -33,6 +35,7 @@ from pipelines.parsers.base import ParseResult, gc_paused
 from pipelines.times import MICROSECOND, from_epoch
 
 Array = np.ndarray[Any, np.dtype[Any]]
+_T = TypeVar("_T")
 # one Prometheus float (Go's ParseFloat forms the exporters write); a list of them joined by newlines is
 # checked in one match shaped ``(V(\nV)*)?``: five times quicker in ``re`` than a repeated ``V(\n|\Z)``
 VALUE = r"[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|[Ii]nf|NaN|nan)"
@@ -97,28 +100,20 @@ class Layout:
         """One series (labels sorted, without ``__name__``); False when it cannot be placed."""
         if name not in self.fields:
             return True  # a well-formed series of no interest
-        if not self._where(name, labels):
-            return False
-        self.parts.append((times, values))
-        return True
-
-    def place_scanned(self, name: str, labels: tuple[tuple[str, str], ...], index: int) -> bool:
-        """:meth:`place` for series ``index`` of the scan's arrays (``arrays``)."""
-        if name not in self.fields:
-            return True
-        if not self._where(name, labels):
-            return False
-        self.scanned.append(index)
-        return True
-
-    def _where(self, name: str, labels: tuple[tuple[str, str], ...]) -> bool:
-        where = self.infos.get(labels, ())
-        if where == ():
-            where = self.infos[labels] = self._describe(labels)
+        where = self.where(labels)
         if where is None:
             return False  # cannot be placed: the slow path says why
         self.series.append((*where, name))
+        self.parts.append((times, values))
         return True
+
+    def where(self, labels: tuple[tuple[str, str], ...]) -> tuple[int, int, int] | None:
+        """(node, GPU column, index in described) of a label set, described when first seen; None when
+        it cannot be placed."""
+        if labels in self.infos:
+            return self.infos[labels]
+        where = self.infos[labels] = self._describe(labels)
+        return where
 
     def _describe(self, labels: tuple[tuple[str, str], ...]) -> tuple[int, int, int] | None:
         """(node, GPU column, index in described) of a new label set; None when it cannot be placed."""
@@ -460,11 +455,23 @@ def scan_flat(answer: bytes) -> tuple[Any, Array, Array, Array] | None:
     spaces), a value is NaN or infinite, or the answer is not a matrix of ``{"metric", "values"}``
     series, and where pyarrow is not installed. Then the answer is decoded with orjson as a whole,
     which says what is wrong."""
-    import orjson
+    scanning = _scan(answer)
+    if scanning is None:
+        return None
+    result, points = scanning
+    read = points()
+    return None if read is None else (result, *read)
 
+
+def _scan(answer: bytes) -> tuple[list[Any], Callable[[], tuple[Array, Array, Array] | None]] | None:
+    """:func:`scan_flat` in two steps: the series (points left out) at once, and a call that waits for
+    their points (times, values, points per series; ``None`` when they are not as Prometheus writes
+    them). Arrow reads the points on a thread of its own, without the GIL, while this thread checks
+    the text and decodes the labels, and the caller places the series: on two cores the reading
+    costs little more than the Python work beside it. ``None`` at once (the points are still waited
+    for) when a check fails."""
     try:  # not in a collector-only install (the collect extra): orjson reads the answer there
-        import pyarrow as pa
-        from pyarrow import ArrowException, csv
+        import pyarrow  # noqa: F401
     except ImportError:
         return None
     cut = _cut(answer)
@@ -475,12 +482,56 @@ def scan_flat(answer: bytes) -> tuple[Any, Array, Array, Array] | None:
     if len(closes) and ((chars[closes + 1] != _COMMA).any() or (chars[closes + 2] != _OPEN).any()):
         return None
     chars[closes] = chars[closes + 1] = chars[closes + 2] = _NEWLINE
+    reading = _in_background(lambda: _read_points(text))  # from here on the text is only read
     total = len(starts) + len(closes)
-    if text.translate(None, _NUMBER) != _LINE * total + _SEP or _not_json_time(chars, starts, closes + 3):
-        return None
     counts = np.diff(np.searchsorted(closes, np.append(starts, len(chars)))) + 1
+    result = _series_of(rest, len(counts))
+    if result is None or text.translate(None, _NUMBER) != _LINE * total + _SEP:
+        reading.result()
+        return None
+    if _not_json_time(chars, starts, closes + 3):
+        reading.result()
+        return None
+
+    def points() -> tuple[Array, Array, Array] | None:
+        read = reading.result()
+        if read is None:
+            return None
+        times, values = read
+        if len(times) != total or not np.isfinite(values).all() or not valid_times(times):
+            return None
+        return times, values, counts
+
+    return result, points
+
+
+def _series_of(rest: bytes, count: int) -> list[Any] | None:
+    """The series of the answer without its points: ``count`` ``{"metric", "values": []}`` objects of a
+    successful matrix answer, or ``None``."""
+    import orjson
+
     try:
         obj = orjson.loads(rest)
+    except orjson.JSONDecodeError:
+        return None
+    data = obj.get("data") if isinstance(obj, dict) and obj.get("status") == "success" else None
+    result = data.get("result") if isinstance(data, dict) and data.get("resultType") == "matrix" else None
+    if (
+        not isinstance(result, list)
+        or len(result) != count
+        or not all(isinstance(series, dict) and series.keys() == _SERIES for series in result)
+        or any(series["values"] != [] for series in result)
+    ):
+        return None
+    return result
+
+
+def _read_points(text: bytearray) -> tuple[Array, Array] | None:
+    """The times and values of the CSV lines (Arrow's CSV reader); ``None`` when one is not a float."""
+    import pyarrow as pa
+    from pyarrow import ArrowException, csv
+
+    try:
         table = csv.read_csv(
             pa.BufferReader(pa.py_buffer(text)),
             read_options=csv.ReadOptions(column_names=["t", "v"], block_size=_CSV_BLOCK),
@@ -491,24 +542,25 @@ def scan_flat(answer: bytes) -> tuple[Any, Array, Array, Array] | None:
                 quoted_strings_can_be_null=False,
             ),
         )
-    except (orjson.JSONDecodeError, ArrowException):
+    except ArrowException:
         return None
     if table.column("t").null_count or table.column("v").null_count:
         return None
-    times, values = _floats_of(table.column("t")), _floats_of(table.column("v"))
-    data = obj.get("data") if isinstance(obj, dict) and obj.get("status") == "success" else None
-    result = data.get("result") if isinstance(data, dict) and data.get("resultType") == "matrix" else None
-    if (
-        not isinstance(result, list)
-        or len(result) != len(counts)
-        or len(times) != total
-        or not np.isfinite(values).all()
-        or not valid_times(times)
-        or not all(isinstance(series, dict) and series.keys() == _SERIES for series in result)
-        or any(series["values"] != [] for series in result)
-    ):
-        return None
-    return result, times, values, counts
+    return _floats_of(table.column("t")), _floats_of(table.column("v"))
+
+
+def _in_background(work: Callable[[], _T]) -> Future[_T]:
+    """``work()`` on a new thread; its result (or exception) in the future."""
+    future: Future[_T] = Future()
+
+    def run() -> None:
+        try:
+            future.set_result(work())
+        except BaseException as exc:  # handed to the caller, raised by future.result()
+            future.set_exception(exc)
+
+    threading.Thread(target=run, name="dcgm-matrix-points", daemon=True).start()
+    return future
 
 
 def _cut(answer: bytes) -> tuple[bytes, bytearray, Array, Array] | None:
@@ -594,13 +646,17 @@ def read(
 def _read(answer: bytes | str, layout: Layout, cluster: str, interval_s: float | None) -> ParseResult | None:
     import orjson
 
-    scanned = scan_flat(answer.encode() if isinstance(answer, str) else answer)
-    if scanned is not None:
-        result, times, values, counts = scanned
-        layout.arrays = times, values, counts
-        if not _place_scanned(result, layout):
-            return None
-        return layout.result(cluster, interval_s, from_epoch)  # in range: checked by the scan
+    scanning = _scan(answer.encode() if isinstance(answer, str) else answer)
+    if scanning is not None:
+        result, points = scanning
+        placed = _place_scanned(result, layout)  # while Arrow reads the points
+        read = points()
+        if not placed:
+            return None  # whatever the points: a series that cannot be placed has a reason to be told
+        if read is not None:
+            layout.arrays = read
+            return layout.result(cluster, interval_s, from_epoch)  # in range: checked by the scan
+        layout = Layout(layout.hint, layout.fields, layout.describe, layout.blank)
     try:
         obj = orjson.loads(answer)
     except orjson.JSONDecodeError:
@@ -681,28 +737,38 @@ def _add(series: Any, layout: Layout) -> bool:
 
 
 def _place_scanned(result: list[dict[str, Any]], layout: Layout) -> bool:
-    """Every series of a scanned answer placed in ``layout``; False when one cannot be. The metrics of
-    one GPU share their labels but ``__name__``: those are checked and sorted once per order given."""
-    sorted_: dict[tuple[tuple[str, Any], ...], tuple[tuple[str, str], ...]] = {}
-    for i, series in enumerate(result):
-        metric = series["metric"]
+    """Every series of a scanned answer placed in ``layout`` (as :meth:`Layout.place` places one, by
+    its index in the scan's arrays); False when one cannot be. The metrics of one GPU share their
+    labels but ``__name__``: those are checked, sorted and looked up once per order given."""
+    # labels as given (without __name__) -> [sorted labels, where they go: () until a series read needs it]
+    known: dict[tuple[tuple[str, Any], ...], list[Any]] = {}
+    fields, series, scanned = layout.fields, layout.series, layout.scanned
+    for i, item in enumerate(result):
+        metric = item["metric"]
         if type(metric) is not dict:
             return False
         given = metric.copy()
         name = given.pop("__name__", "")
         try:
-            labels = sorted_.get(key := tuple(given.items()))
+            entry = known.get(key := tuple(given.items()))
         except TypeError:  # a value that is not hashable, so not a string
             return False
-        if labels is None:
+        if entry is None:
             labels = _labels(metric)
             if labels is None:
                 return False
-            sorted_[key] = labels
+            entry = known[key] = [labels, ()]
         elif type(name) is not str:
             return False
-        if not layout.place_scanned(name, labels, i):
-            return False
+        if name not in fields:
+            continue  # a well-formed series of no interest
+        where = entry[1]
+        if where == ():
+            where = entry[1] = layout.where(entry[0])
+        if where is None:
+            return False  # cannot be placed: the slow path says why
+        series.append((*where, name))
+        scanned.append(i)
     return True
 
 

@@ -261,7 +261,12 @@ class _Grid:
         rank = np.empty(len(nodes), dtype=np.int64)
         rank[nodes] = np.arange(len(nodes))
         node, column, ident = (np.array(c, dtype=np.int64) for c in list(zip(*layout.series, strict=True))[:3])
-        times, positions = _positions(all_times, counts)
+        width = np.array([len(layout.gpus[n]) for n in nodes], dtype=np.int64)
+        times = _same_times(all_times, counts)
+        if times is not None:
+            return cls._every_time(order, nodes, width, rank[node], column, ident, times)
+        times = np.unique(all_times)
+        positions = np.searchsorted(times, all_times)
         n_t = len(times)
         key = np.repeat(rank[node], counts) * n_t + positions
         if len(nodes) * n_t <= 4 * len(key) + 4096:  # rows as (host, time) pairs present: a bitmap
@@ -273,7 +278,6 @@ class _Grid:
             row_keys, row = np.unique(key, return_inverse=True)
         first = np.searchsorted(row_keys // n_t, np.arange(len(nodes)))
         rows = np.diff(np.append(first, len(row_keys)))
-        width = np.array([len(layout.gpus[n]) for n in nodes], dtype=np.int64)
         base = np.cumsum(rows * width) - rows * width
         per_series = (base - first * width)[rank[node]] + column
         cell = np.repeat(per_series, counts) + row * np.repeat(width[rank[node]], counts)
@@ -283,6 +287,31 @@ class _Grid:
         if (described[cell] != point_ident).any():
             return None
         return cls(order, nodes, first, rows, width, base, row_keys % n_t, times, cell, described)
+
+    @classmethod
+    def _every_time(
+        cls, order: list[str], nodes: list[int], width: Array, rank: Array, column: Array, ident: Array, times: Array
+    ) -> _Grid | None:
+        """:meth:`build` when every series holds every time, in order (``rank``, ``column``, ``ident``:
+        per series): then every host has a row per time, and two series share cells only when they
+        share their host and GPU column, all of them. So the label sets are checked per (host, column)
+        slot, and each host's rows repeat its slots' label sets."""
+        n_t, n = len(times), len(nodes)
+        rows = np.full(n, n_t, dtype=np.int64)
+        base = (np.cumsum(width) - width) * n_t
+        slots = np.cumsum(width) - width  # per host: its first (host, column) slot
+        slot = slots[rank] + column
+        held = np.full(int(width.sum()), -1, dtype=np.int64)
+        held[slot] = ident
+        if (held[slot] != ident).any():
+            return None  # two label sets describe one GPU at once
+        sizes = n_t * width
+        host = np.repeat(np.arange(n), sizes)  # per cell
+        within = np.arange(int(sizes.sum())) - base[host]
+        described = held[slots[host] + within % width[host]]
+        cell = (base[rank] + column)[:, None] + np.arange(n_t) * width[rank][:, None]  # per series and time
+        row_time = np.tile(np.arange(n_t), n)
+        return cls(order, nodes, np.arange(n) * n_t, rows, width, base, row_time, times.copy(), cell.ravel(), described)
 
     def values(self, codes: Array, values: Array, n_names: int) -> Array:
         """Per metric, the value of each cell (NaN: none): the first value given wins."""
@@ -341,7 +370,7 @@ class _Grid:
                     size = len(times) * n
                     cols = {name: values * len(times) for name, values in group.shared.items()}
                     for key, code in fields.items():
-                        cols[key] = columns[code][at : at + size]
+                        cols[key] = columns[code][at : at + size].tolist()
                     at += size
                     when = stamps[times[0]]
                     if len(times) == 1:  # one scrape: version 2
@@ -361,9 +390,9 @@ class _Grid:
         return result
 
 
-def _positions(all_times: Array, counts: Array) -> tuple[Array, Array]:
-    """The distinct times (sorted) and the index in them of each of ``all_times``: without sorting when
-    every series holds the same times in order (a query_range answer without gaps)."""
+def _same_times(all_times: Array, counts: Array) -> Array | None:
+    """The times of the first series when every series holds the same times in order (a query_range
+    answer without gaps), else None."""
     n_t = int(counts[0])
     times = all_times[:n_t]
     if (
@@ -371,9 +400,8 @@ def _positions(all_times: Array, counts: Array) -> tuple[Array, Array]:
         and (n_t == 1 or (times[1:] > times[:-1]).all())
         and (all_times.reshape(-1, n_t) == times).all()
     ):
-        return times.copy(), np.tile(np.arange(n_t), len(counts))
-    times = np.unique(all_times)
-    return times, np.searchsorted(times, all_times)
+        return times
+    return None
 
 
 @dataclass
@@ -419,9 +447,11 @@ class _Block:
 
 def _columns(
     grid: Array, picked: Array, codes: set[int], names: dict[str, int], fields: dict[str, tuple[str, str]]
-) -> dict[int, list[Any]]:
-    """Per metric, the values of the ``picked`` cells as Python values (``int`` for XIDs), ``None`` where missing."""
-    out: dict[int, list[Any]] = {}
+) -> dict[int, Array]:
+    """Per metric, the values of the ``picked`` cells, whose ``tolist`` gives Python values (``int`` for
+    XIDs, ``None`` where missing): each message takes its slice as a list (one list per message, no
+    list of the whole input sliced again)."""
+    out: dict[int, Array] = {}
     for name, code in names.items():
         if code not in codes:
             continue
@@ -429,11 +459,11 @@ def _columns(
         missing = np.isnan(m)
         integral = fields[name][0] == "xid"
         if not missing.any():
-            out[code] = (m.astype(np.int64) if integral else m).tolist()
+            out[code] = m.astype(np.int64) if integral else m
             continue
         objs = np.where(missing, 0, m).astype(np.int64).astype(object) if integral else m.astype(object)
         objs[missing] = None
-        out[code] = objs.tolist()
+        out[code] = objs
     return out
 
 

@@ -53,8 +53,9 @@ _BEFORE_POINTS = b"{,"
 # the number characters are taken out
 _SEP = b"\n\n\n"
 _LINE = _SEP + b',""'
-# the CSV read in blocks of this size, on Arrow's threads: one 16 MiB block read on one thread took
-# twice as long for a 9 MB text as 1 MiB blocks on two cores
+# the CSV is read in blocks of this size on the one thread that reads the points (:func:`_scan`): not on
+# Arrow's pool as well, whose threads took the cores from the checks and the labels running beside it
+# (measured on two cores: 1 MiB blocks on Arrow's threads, 65 ms of scan and placing; on one, 60 ms)
 _CSV_BLOCK = 1 << 20
 _BRACKET, _COMMA, _OPEN, _DOT, _NEWLINE, _MINUS, _ZERO, _NINE = b"],[.\n-09"
 # the value checks of dcgm.convert by kind: (lowest, highest, divisor, clipped to 0–1); any other kind
@@ -564,7 +565,7 @@ def _read_points(text: bytearray) -> tuple[Array, Array] | None:
     try:
         table = csv.read_csv(
             pa.BufferReader(pa.py_buffer(text)),
-            read_options=csv.ReadOptions(column_names=["t", "v"], block_size=_CSV_BLOCK),
+            read_options=csv.ReadOptions(column_names=["t", "v"], block_size=_CSV_BLOCK, use_threads=False),
             convert_options=csv.ConvertOptions(
                 column_types={"t": pa.float64(), "v": pa.float64()},
                 null_values=[],
@@ -649,9 +650,15 @@ def _not_json_time(chars: Array, *lines: Array) -> bool:
     first = chars[starts]
     if not _digits(first).all() or _digits(chars[starts[first == _ZERO] + 1]).any():
         return True
-    other = (chars - _ZERO) > 9  # not a digit (uint8 wraps below "0")
-    # a digit after each dot, before each comma (the text starts and ends with newlines)
-    return bool(((chars[:-1] == _DOT) & other[1:]).any() or ((chars[1:] == _COMMA) & other[:-1]).any())
+    # a digit after each dot, before each comma (the text starts and ends with newlines); in two
+    # buffers written over (each new array of the text's size costs its page faults)
+    shifted = np.subtract(chars, _ZERO)
+    other = np.greater(shifted, 9, out=shifted.view(bool))  # not a digit (uint8 wraps below "0")
+    bad = np.equal(chars[:-1], _DOT)
+    if np.logical_and(bad, other[1:], out=bad).any():
+        return True
+    np.equal(chars[1:], _COMMA, out=bad)
+    return bool(np.logical_and(bad, other[:-1], out=bad).any())
 
 
 def _digits(chars: Array) -> Array:

@@ -14,6 +14,7 @@ from bench import cpu, live, prom_parser, sources
 from bench.load import Load, messages
 from bench.report import table_rows
 from pipelines.parsers import dcgm
+from pipelines.parsers.base import ParseResult
 
 # /proc/<pid>/stat of a process whose name holds spaces and parentheses: utime 1234, stime 567
 STAT = (
@@ -251,3 +252,51 @@ def test_the_load_packed_several_scrapes_a_message_stores_the_rows_of_one_scrape
 
     assert rows(packed) == rows(single)
     assert {orjson.loads(m[2])["schema_version"] for m in packed if m[0] == "gpu.metrics"} == {3}
+
+
+class _Producer:
+    """What ``sources.parse_publish`` needs of EventProducer: a context manager publishing results."""
+
+    def __init__(self, settings: object) -> None:
+        self.published = 0
+
+    def __enter__(self) -> _Producer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def publish_result(self, result: ParseResult) -> None:
+        self.published += len(result.events)
+
+    def flush(self) -> None:
+        pass
+
+
+def test_parse_publish_warms_up_on_the_first_poll_then_counts_every_poll_of_each_round(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(sources, "EventProducer", _Producer)
+    calls: list[str] = []
+
+    def poll(name: str, events: int) -> sources.Poll:
+        def parse() -> ParseResult:
+            calls.append(name)
+            return ParseResult(events=[object()] * events)  # type: ignore[list-item]
+
+        return parse, events, lambda result: len(result.events)
+
+    parse_s, publish_s, samples = sources.parse_publish(None, [poll("a", 2), poll("b", 3)], rounds=3)  # type: ignore[arg-type]
+    assert calls == ["a"] + ["a", "b"] * 3
+    assert samples == 3 * (2 + 3) and parse_s > 0 and publish_s > 0
+
+
+def test_parse_publish_stops_on_a_counted_poll_that_misses_samples(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sources, "EventProducer", _Producer)
+    results = iter([2, 2, 1])  # the warm-up and the first round give all, the second misses one
+
+    def parse() -> ParseResult:
+        return ParseResult(events=[object()] * next(results))  # type: ignore[list-item]
+
+    with pytest.raises(ValueError, match="gave 1 of its 2"):
+        sources.parse_publish(None, [(parse, 2, lambda result: len(result.events))], rounds=2)  # type: ignore[arg-type]

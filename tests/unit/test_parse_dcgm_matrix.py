@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import sys
+import threading
 from typing import Any
 
 import orjson
@@ -380,6 +381,21 @@ def test_the_scan_declines_what_it_cannot_read_exactly(old: bytes, new: bytes) -
     except orjson.JSONDecodeError:
         return
     assert outcome(dcgm.parse_query_range(body, cluster="c1")) == outcome(dcgm.parse_query_range(decoded, cluster="c1"))
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        (b"", b""),  # taken
+        (b'"matrix"', b'"vector"'),  # the labels fail after the reader started
+        (b"1762077630.5", b"+1762077630.5"),  # the text checks fail after the reader started
+        (b'"7.25"', b'"7.2x"'),  # Arrow fails
+    ],
+)
+def test_the_scan_waits_for_its_reader_thread_on_every_path(old: bytes, new: bytes) -> None:
+    body = GOOD.replace(old, new, 1) if old else GOOD
+    assert (dcgm_matrix.scan(body) is not None) == (not old)
+    assert not any(t.name == "dcgm-matrix-points" for t in threading.enumerate())
 
 
 def test_without_pyarrow_the_answer_is_decoded_whole_with_the_same_events(monkeypatch: pytest.MonkeyPatch) -> None:

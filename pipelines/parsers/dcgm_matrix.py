@@ -139,14 +139,15 @@ class Layout:
             return None
         times, raw, counts = points
         ends = np.cumsum(counts)
-        if _repeats(times, counts, ends):
+        same = _same_times(times, counts)  # every series holds the same rising times: none twice
+        if same is None and _repeats(times, counts, ends):
             return None  # a time twice in a series: the slow path says why
         names = {name: i for i, name in enumerate(dict.fromkeys(s[3] for s in self.series))}
         codes = np.array([names[s[3]] for s in self.series])
         values = _convert(raw, counts, ends, codes, [self.fields[n][1] for n in names], self.blank)
         if values is None:
             return None
-        grid = _Grid.build(self, times, counts)
+        grid = _Grid.build(self, times, counts, same)
         if grid is None:
             return None  # two label sets at once (a shared device, a label change): the slow path merges
         return grid.events(self, names, codes, values, counts, cluster, interval_s, stamp)
@@ -219,21 +220,25 @@ def _convert(
     starts = ends - counts
     if ((np.fmin.reduceat(given, starts) < rules[:, 0]) | (np.fmax.reduceat(given, starts) > rules[:, 1])).any():
         return None  # NaN (a series without a value) compares false
+    # per-series numbers against the points: broadcast over a (series × point) view when every series is
+    # as long (a query_range answer without gaps), else repeated per point
+    even = bool((counts == counts[0]).all())
+    grid = (len(counts), int(counts[0])) if even else (len(v),)
+
+    def per_point(per_series: Array) -> Array:
+        return per_series[:, None] if even else np.repeat(per_series, counts)
+
     whole = np.array([kind not in _KINDS for kind in kinds])[codes]
     if whole.any():
-        x = given[np.repeat(whole, counts)]
+        x = given.reshape(grid)[whole] if even else given[np.repeat(whole, counts)]
         x = x[~np.isnan(x)]
         if (x != np.floor(x)).any():
             return None
     divisor, clipped = rules[:, 2], rules[:, 3] == 1.0
-    out = v / np.repeat(divisor, counts) if (divisor != 1.0).any() else v.copy()
+    out = v.reshape(grid) / per_point(divisor) if (divisor != 1.0).any() else v.reshape(grid).copy()
     if clipped.any():
-        np.clip(
-            out,
-            np.repeat(np.where(clipped, 0.0, -np.inf), counts),
-            np.repeat(np.where(clipped, 1.0, np.inf), counts),
-            out=out,
-        )
+        np.clip(out, per_point(np.where(clipped, 0.0, -np.inf)), per_point(np.where(clipped, 1.0, np.inf)), out=out)
+    out = out.ravel()
     out[missing] = np.nan
     return out
 
@@ -253,19 +258,20 @@ class _Grid:
     times: Array  # the distinct times of the input
     cell: Array  # per point: its cell
     ident: Array  # per cell
+    first_cells: Array | None = None  # per series its first cell, when every series holds every time
 
     @classmethod
-    def build(cls, layout: Layout, all_times: Array, counts: Array) -> _Grid | None:
-        """None when two label sets describe one cell."""
+    def build(cls, layout: Layout, all_times: Array, counts: Array, same: Array | None) -> _Grid | None:
+        """None when two label sets describe one cell; ``same``: the times of every series when they all
+        hold the same (:func:`_same_times`)."""
         order = sorted(layout.hosts)
         nodes = [layout.hosts[h] for h in order]
         rank = np.empty(len(nodes), dtype=np.int64)
         rank[nodes] = np.arange(len(nodes))
         node, column, ident = (np.array(c, dtype=np.int64) for c in list(zip(*layout.series, strict=True))[:3])
         width = np.array([len(layout.gpus[n]) for n in nodes], dtype=np.int64)
-        times = _same_times(all_times, counts)
-        if times is not None:
-            return cls._every_time(order, nodes, width, rank[node], column, ident, times)
+        if same is not None:
+            return cls._every_time(order, nodes, width, rank[node], column, ident, same)
         times = np.unique(all_times)
         positions = np.searchsorted(times, all_times)
         n_t = len(times)
@@ -312,11 +318,20 @@ class _Grid:
         described = held[slots[host] + within % width[host]]
         cell = (base[rank] + column)[:, None] + np.arange(n_t) * width[rank][:, None]  # per series and time
         row_time = np.tile(np.arange(n_t), n)
-        return cls(order, nodes, np.arange(n) * n_t, rows, width, base, row_time, times.copy(), cell.ravel(), described)
+        first = np.arange(n) * n_t
+        return cls(order, nodes, first, rows, width, base, row_time, times.copy(), cell.ravel(), described, cell[:, 0])
 
-    def values(self, codes: Array, values: Array, n_names: int) -> Array:
-        """Per metric, the value of each cell (NaN: none): the first value given wins."""
-        key = codes * len(self.ident) + self.cell
+    def values(self, codes: Array, counts: Array, values: Array, n_names: int) -> Array:
+        """Per metric, the value of each cell (NaN: none): the first value given wins (``codes``: each
+        series' metric, ``counts``: its points)."""
+        n_cells = len(self.ident)
+        if self.first_cells is not None and len(np.unique(codes * n_cells + self.first_cells)) == len(codes):
+            # every series holds every time: two series share all their cells or none, and no two of
+            # one metric share theirs, so each cell is given once at most
+            out = np.full(n_names * n_cells, np.nan)
+            out[(codes * n_cells)[:, None] + self.cell.reshape(len(codes), -1)] = values.reshape(len(codes), -1)
+            return out.reshape(n_names, n_cells)
+        key = np.repeat(codes, counts) * n_cells + self.cell
         given = values
         have = ~np.isnan(values)
         if not have.all():
@@ -339,8 +354,7 @@ class _Grid:
         interval_s: float | None,
         stamp: Callable[[float], datetime],
     ) -> ParseResult:
-        point_codes = np.repeat(codes, counts)
-        grid = self.values(point_codes, values, len(names))
+        grid = self.values(codes, counts, values, len(names))
         metrics: list[dict[str, int]] = [{} for _ in layout.gpus]  # per node: its metrics in order of first series
         for node, _, _, name in layout.series:
             metrics[node].setdefault(name, names[name])

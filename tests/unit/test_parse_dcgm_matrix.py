@@ -18,7 +18,7 @@ from bench.sources import SELECTED, query_range_answer
 from bench.sources import exposition as bench_exposition
 from pipelines import wire
 from pipelines.gpu_columns import GpuColumnsEvent, per_scrape
-from pipelines.parsers import dcgm, dcgm_matrix, dcgm_text
+from pipelines.parsers import dcgm, dcgm_matrix, dcgm_scan, dcgm_text
 from pipelines.parsers.base import ParseResult
 from pipelines.times import time_hint
 
@@ -313,7 +313,7 @@ def test_the_scan_reads_the_points_orjson_reads(answer: dict[str, Any]) -> None:
     """Where the byte scan takes an answer, its series, times and values are those of decoding it
     whole; it declines any answer with a point it cannot read exactly (then orjson decodes it)."""
     body = orjson.dumps(answer)
-    scanned = dcgm_matrix.scan(body)
+    scanned = dcgm_scan.scan(body)
     points = [s["values"] for s in answer["data"]["result"]]
     exact = all(
         isinstance(p, list)
@@ -336,7 +336,7 @@ def test_the_scan_reads_the_points_orjson_reads(answer: dict[str, Any]) -> None:
 
 def test_a_prometheus_answer_takes_the_scan() -> None:
     body = query_range_answer(Load(3, 30, node_prefix="m"), 5)
-    scanned = dcgm_matrix.scan(body)
+    scanned = dcgm_scan.scan(body)
     assert scanned is not None and len(scanned[0]) == 3 * 8 * len(SELECTED)
     assert all(len(t) == 5 for t in scanned[1])
 
@@ -372,10 +372,10 @@ GOOD = (
     ],
 )
 def test_the_scan_declines_what_it_cannot_read_exactly(old: bytes, new: bytes) -> None:
-    assert dcgm_matrix.scan(GOOD) is not None
+    assert dcgm_scan.scan(GOOD) is not None
     body = GOOD.replace(old, new, 1)
     assert body != GOOD
-    assert dcgm_matrix.scan(body) is None
+    assert dcgm_scan.scan(body) is None
     try:
         decoded: object = orjson.loads(body)
     except orjson.JSONDecodeError:
@@ -394,8 +394,8 @@ def test_the_scan_declines_what_it_cannot_read_exactly(old: bytes, new: bytes) -
 )
 def test_the_scan_waits_for_its_reader_thread_on_every_path(old: bytes, new: bytes) -> None:
     body = GOOD.replace(old, new, 1) if old else GOOD
-    assert (dcgm_matrix.scan(body) is not None) == (not old)
-    assert not any(t.name == "dcgm-matrix-points" for t in threading.enumerate())
+    assert (dcgm_scan.scan(body) is not None) == (not old)
+    assert not any(t.name == "dcgm-scan-points" for t in threading.enumerate())
 
 
 def test_without_pyarrow_the_answer_is_decoded_whole_with_the_same_events(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -403,6 +403,6 @@ def test_without_pyarrow_the_answer_is_decoded_whole_with_the_same_events(monkey
     body = query_range_answer(Load(2, 30, node_prefix="m"), 4)
     with_scan = dcgm.parse_query_range(body, cluster="c1")
     monkeypatch.setitem(sys.modules, "pyarrow", None)  # import pyarrow now raises ImportError
-    assert dcgm_matrix.scan(body) is None
+    assert dcgm_scan.scan(body) is None
     without = dcgm.parse_query_range(body, cluster="c1")
     assert outcome(without) == outcome(with_scan) and len(scrapes(without)) == 8

@@ -198,19 +198,19 @@ def _convert(
     # per-series numbers against the points: broadcast over a (series × point) view when every series is
     # as long (a query_range answer without gaps), else repeated per point
     even = bool((counts == counts[0]).all())
-    grid = (len(counts), int(counts[0])) if even else (len(v),)
+    shape = (len(counts), int(counts[0])) if even else (len(v),)
 
     def per_point(per_series: Array) -> Array:
         return per_series[:, None] if even else np.repeat(per_series, counts)
 
     whole = np.array([kind not in _KINDS for kind in kinds])[codes]
     if whole.any():
-        x = given.reshape(grid)[whole] if even else given[np.repeat(whole, counts)]
+        x = given.reshape(shape)[whole] if even else given[np.repeat(whole, counts)]
         x = x[~np.isnan(x)]
         if (x != np.floor(x)).any():
             return None
     divisor, clipped = rules[:, 2], rules[:, 3] == 1.0
-    out = v.reshape(grid) / per_point(divisor) if (divisor != 1.0).any() else v.reshape(grid).copy()
+    out = v.reshape(shape) / per_point(divisor) if (divisor != 1.0).any() else v.reshape(shape).copy()
     if clipped.any():
         np.clip(out, per_point(np.where(clipped, 0.0, -np.inf)), per_point(np.where(clipped, 1.0, np.inf)), out=out)
     out = out.ravel()

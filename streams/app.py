@@ -251,7 +251,11 @@ def create_app(settings: Settings) -> faust.App:
                 wake.set()
 
     def told(written: BatchResult, messages: Sequence[Message]) -> BatchResult:
-        step_state.touched()  # new node activity: the next attribution step reads the due nodes
+        # new node activity: the next step reads the due nodes unless all of it lies in the window
+        # open at their last read (``StepState.touched``); a batch without any changes nothing due
+        step_state.touched(math.inf if written.earliest is None else written.earliest)
+        if written.rebuild_requested:
+            step_state.rebuild_requested()
         if sum(len(m.value) for m in messages) >= PART_BYTES // 2:  # a backlog's part: give its memory back
             release_free_memory()
         return written
@@ -302,7 +306,8 @@ def create_app(settings: Settings) -> faust.App:
 
     def owner() -> Any:
         """This step's test of ownership: the assignment read once, each node's partition once."""
-        assigned = {tp.partition for tp in app.consumer.assignment() if tp.topic == metrics_topic}
+        assigned = frozenset(tp.partition for tp in app.consumer.assignment() if tp.topic == metrics_topic)
+        step_state.owning(assigned)  # a rebalance: the next step reads the due nodes
 
         def owns(cluster: str, node: str) -> bool:
             part = partitions.get((cluster, node))

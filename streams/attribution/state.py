@@ -1,10 +1,17 @@
 """What a worker's attribution steps carry from one to the next, and when a node can come due.
 
 The due nodes change only with new activity (written by the worker's own sink: its partitions are
-its nodes'), with the worker's own writes, or with the wall clock (a node's idle flush, a window's
-end). So a step may skip reading them while nothing was written and nothing can have come due; at
-least every ``RECHECK_S`` it reads them anyway (a rebalance, a node whose activity another worker
-wrote). Without a state (``run_step``'s default) every step reads them.
+its nodes'), with the worker's own writes, with its assignment (a rebalance), or with the wall clock
+(a node's idle flush, a window's end). So a step may skip reading them while nothing was written and
+nothing can have come due. Activity wholly in the window that was open when they were last read (a
+live scrape) makes nothing due before that window ends, and the step reads them at its end anyway
+(``recheck_at``): such a batch does not make the next step read them. At least every ``RECHECK_S``
+a step reads them anyway (a node whose activity another worker wrote just before a rebalance).
+Without a state (``run_step``'s default) every step reads them.
+
+Requested rollup rebuilds (an org mapping version) are worked off in the step after the worker's
+own sink recorded one (``rebuild_requested``); requests another worker's sink recorded are looked
+for every ``REBUILD_CHECK_S``.
 """
 
 from __future__ import annotations
@@ -21,8 +28,8 @@ from streams.attribution.warehouse import PendingNode
 
 IDLE_FLUSH_S = 2.0  # a node without new data this long is bounded input: its ended windows close
 HISTORY_S = 3600  # activity whose newest event is older than this (wall clock) is history being caught up on
-RECHECK_S = 10.0  # the due nodes are read at least this often, whatever the worker's own sink wrote
-REBUILD_CHECK_S = 5.0  # requested rollup rebuilds are looked for this often (each step while some are left)
+RECHECK_S = 30.0  # the due nodes are read at least this often, whatever the worker's own sink wrote
+REBUILD_CHECK_S = 60.0  # rebuilds requested elsewhere are looked for this often (each step while some are left)
 
 
 def idle(r: PendingNode, now_ns: int, drained_ns: int | None = None) -> bool:
@@ -47,22 +54,41 @@ class StepState:
     touched_at: float = -math.inf  # monotonic time of the sink's last batch
     drained_ns: int | None = None  # epoch ns (as node activity seqs) the sinks last found every partition written
     paused: bool = False  # the sinks found the input drained after their last batch
+    unsettled: bool = False  # a batch before the open window was written since the input was last found drained
     seen: int = -1  # ``activity`` when the due nodes were last read
     recheck_at: float = -math.inf  # epoch seconds from which a node may be due without new activity
     read_at: float = -math.inf
+    open_from: float = math.inf  # epoch s: the start of the window open when the due nodes were last read
+    assigned: frozenset[int] | None = None  # the partitions the worker owned at its last step
     waiting: dict[tuple[str, str], float] = field(default_factory=dict)  # nodes catching up: due since (epoch s)
 
-    def touched(self) -> None:
-        """The worker's sink wrote a batch (node activity)."""
-        self.activity += 1
+    def touched(self, earliest: float | None = None) -> None:
+        """The worker's sink wrote a batch whose node activity begins at ``earliest`` (epoch s;
+        ``math.inf``: it has none, None: not known). Unless all of it lies in the window open at the
+        last read, the next step reads the due nodes."""
+        if earliest is None or earliest < self.open_from:
+            self.activity += 1
+            self.unsettled = True
         self.touched_at = time.monotonic()
         self.paused = False
+
+    def owning(self, partitions: frozenset[int]) -> None:
+        """The partitions the worker owns now: once they changed, the next step reads the due nodes."""
+        if partitions != self.assigned:
+            self.assigned = partitions
+            self.activity += 1
+
+    def rebuild_requested(self) -> None:
+        """The worker's sink recorded a rollup rebuild request: the next step works it off."""
+        self.rebuilds_checked = -math.inf
 
     def drained(self) -> None:
         """The worker's sinks have written every message of their partitions up to the newest
         offsets the consumer knows: the input has paused, whatever the time since the last batch."""
         self.drained_ns, self.paused = time.time_ns(), True
-        self.activity += 1  # history nodes may be idle now: the next step reads the due nodes
+        if self.unsettled:  # history written since the last drain may be idle now: the next step reads the due nodes
+            self.activity += 1  # (live scrapes in the open window are not history: drained after each, read nothing)
+            self.unsettled = False
 
     def ingesting(self) -> bool:
         """The worker's sink wrote a batch within ``IDLE_FLUSH_S`` and has not found its input

@@ -232,6 +232,7 @@ def run_step(
             quarantined = wh.quarantined()
             remaining = plans(rows, settings, now_ns, owns, quarantined, waiting, ingesting, drained)
         state.seen, state.read_at = seen, now_ns / 1e9
+        state.open_from = floor_seconds(now_ns / 1e9, settings.window_seconds)
         # after writing, progress changed: the next step reads again; so does one while nodes wait
         state.recheck_at = (
             -math.inf if remaining or state.waiting else recheck_at(rows, settings, now_ns, owns, drained)

@@ -46,6 +46,8 @@ class Message:
 class BatchResult:
     events: int = 0
     dead_letters: list[ev.DeadLetter] | None = None
+    earliest: float | None = None  # epoch s: the earliest event time of its node activity (None: none)
+    rebuild_requested: bool = False  # it recorded a request to rebuild the hourly rollup (org versions)
 
 
 def decode_batch(
@@ -171,7 +173,8 @@ def store_batch(
             ],
         )
     _count(prepared.messages, events, dead)  # once: only a batch that was written whole gets here
-    return BatchResult(len(events), dead)
+    earliest = min(a.min_time for a in activity.values()).timestamp() if activity else None
+    return BatchResult(len(events), dead, earliest, bool(org_versions))
 
 
 def _count(messages: Sequence[Message], events: Sequence[ev.Envelope], dead: Sequence[ev.DeadLetter]) -> None:

@@ -114,3 +114,32 @@ def test_steps_with_nothing_written_and_nothing_come_due_read_nothing(isolated_s
         assert _step(wh, isolated_settings, state).windows == 1 and wh.reads == 3
     finally:
         wh.close()
+
+
+def test_live_scrapes_in_the_open_window_do_not_make_the_steps_read_the_due_nodes(isolated_settings: Settings) -> None:
+    """A live node's scrapes of the window open at the last read cannot make anything due before
+    that window ends: the steps after them read nothing; a scrape of an ended window (late) does."""
+    apply_migrations(isolated_settings)
+    now = time.time()
+    if now % 60 > 20:  # the scrapes and steps below stay within one wall-clock minute
+        time.sleep(61 - now % 60)
+        now = time.time()
+    current = math.floor(now / 60) * 60
+    wh = _Counting(isolated_settings)
+    try:
+        load = Load(nodes=1, interval_s=10, start=from_epoch(current - 120))  # 2 ended windows, then live
+        batch = [Message(t, 0, i, v) for i, (t, _, v) in enumerate(encode(load, 0, 12))]
+        state = step.StepState()
+        state.touched(write_batch(wh, batch, lambda letters: None).earliest)
+        assert _step(wh, isolated_settings, state).windows == 2 and wh.reads == 1
+        assert step.run_step(wh, isolated_settings, lambda c, n: True, state).nodes == 0 and wh.reads == 2
+        live = [Message(t, 0, 100 + i, v) for i, (t, _, v) in enumerate(encode(load, 12, 1))]  # at current + 0 s
+        written = write_batch(wh, live, lambda letters: None)
+        assert written.earliest == current
+        state.touched(written.earliest)
+        assert step.run_step(wh, isolated_settings, lambda c, n: True, state).nodes == 0 and wh.reads == 2
+        late = [Message(t, 0, 200 + i, v) for i, (t, _, v) in enumerate(encode(load, 11, 1))]  # current - 10 s
+        state.touched(write_batch(wh, late, lambda letters: None).earliest)
+        assert step.run_step(wh, isolated_settings, lambda c, n: True, state).nodes == 1 and wh.reads == 3
+    finally:
+        wh.close()

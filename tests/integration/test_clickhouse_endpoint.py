@@ -372,6 +372,15 @@ def guarded_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Endpo
     endpoint.stop()
 
 
+def test_the_engine_reads_its_allocator_statistics_every_two_seconds(guarded_endpoint: EndpointProcess) -> None:
+    """The embedded engine's memory worker runs every 2 s instead of every 100 ms (an idle endpoint's
+    largest background cost)."""
+    client = make_client(guarded_endpoint.url, "ledger", SECRET)
+    rows = client.query("SELECT name, value FROM system.server_settings WHERE changed").result_rows
+    client.close()
+    assert ("memory_worker_period_ms", "2000") in rows
+
+
 @pytest.mark.parametrize(("user", "password"), [("ledger", "wrong"), ("default", SECRET), ("default", "")])
 def test_wrong_credentials_are_refused(guarded_endpoint: EndpointProcess, user: str, password: str) -> None:
     with pytest.raises(DatabaseError) as caught:

@@ -12,7 +12,7 @@ from pipelines.settings import Settings
 from streams.attribution.inputs import LOOKBACK_INTERVALS, LOOKBACK_S, StepMemory, between, enough
 from streams.attribution.node_range import SampleColumns, SampleRow
 from streams.attribution.ranges import compute_range_full
-from streams.attribution.state import idle
+from streams.attribution.state import REBUILD_CHECK_S, idle
 from streams.attribution.step import IDLE_FLUSH_S, LINGER_S, RECHECK_S, StepState, plan, plans, recheck_at
 from streams.attribution.warehouse import PendingNode
 
@@ -286,3 +286,50 @@ def test_a_live_node_is_computed_at_once_whatever_the_worker_waits_for() -> None
     waiting: dict[tuple[str, str], float] = {}
     got = plans([live], s, int(NOW0 * 1e9), lambda c, n: True, waiting=waiting)
     assert due is not None and [(p.start, p.end) for p in got] == [due] and waiting == {}
+
+
+def test_a_batch_within_the_window_open_at_the_last_read_makes_nothing_due() -> None:
+    """Data wholly in the window that was open when the due nodes were last read cannot make a node
+    due before that window ends (``recheck_at`` is never later): the next step need not read them.
+    Earlier data (a late scrape, history, an attempt ended in the past), or data of unknown time,
+    may make a written window dirty or an ended one due: the next step reads them."""
+    now = NOW0 + 31.0
+    state = StepState(seen=0, activity=0, recheck_at=NOW0 + W, read_at=now, open_from=NOW0)
+    state.touched(NOW0 + 40.0)
+    assert state.may_skip(now + 1) and state.ingesting()
+    state.touched(NOW0 + W + 5.0)  # ahead of the wall clock, within the future tolerance
+    assert state.may_skip(now + 1)
+    state.drained()  # the worker found its input drained after it: no history can have become idle
+    assert state.may_skip(now + 1) and not state.ingesting()
+    for earliest in (NOW0 - 0.5, None):
+        state = StepState(seen=0, activity=0, recheck_at=NOW0 + W, read_at=now, open_from=NOW0)
+        state.touched(earliest)
+        assert not state.may_skip(now + 1)
+        state.seen = state.activity  # read after the batch; then the input is found drained:
+        state.drained()  # what the batch held may be history that is idle now
+        assert not state.may_skip(now + 1)
+        state.seen = state.activity
+        state.drained()  # drained again with nothing written since: nothing new
+        assert state.may_skip(now + 1)
+    fresh = StepState(seen=0, activity=0, recheck_at=NOW0 + W, read_at=now)  # never read: no open window known
+    fresh.touched(NOW0 + 40.0)
+    assert not fresh.may_skip(now + 1)
+
+
+def test_a_changed_assignment_or_a_requested_rebuild_is_looked_at_in_the_next_step() -> None:
+    """After a rebalance the worker's nodes changed: the next step reads the due nodes whatever
+    else it knows; a rollup rebuild its own sink requested is worked off in the next step, while
+    requests written elsewhere are looked for only every ``REBUILD_CHECK_S``."""
+    now = NOW0 + 31.0
+    state = StepState(seen=0, activity=0, recheck_at=NOW0 + W, read_at=now, open_from=NOW0)
+    state.owning(frozenset({0, 1}))
+    assert not state.may_skip(now + 1)
+    state.seen = state.activity
+    state.owning(frozenset({0, 1}))
+    assert state.may_skip(now + 1)
+    state.owning(frozenset({0}))
+    assert not state.may_skip(now + 1)
+    state.rebuilds_checked = 100.0
+    assert not state.rebuilds_due(101.0) and state.rebuilds_due(100.0 + REBUILD_CHECK_S)
+    state.rebuild_requested()
+    assert state.rebuilds_due(101.0)

@@ -473,8 +473,6 @@ def read(
 
 
 def _read(answer: bytes | str, layout: Layout, cluster: str, interval_s: float | None) -> ParseResult | None:
-    import orjson
-
     scanning = start_scan(answer.encode() if isinstance(answer, str) else answer)
     if scanning is not None:
         result, points = scanning
@@ -486,6 +484,16 @@ def _read(answer: bytes | str, layout: Layout, cluster: str, interval_s: float |
             layout.arrays = read
             return layout.result(cluster, interval_s, from_epoch)  # in range: checked by the scan
         layout = Layout(layout.hint, layout.fields, layout.describe, layout.blank)
+    series_list = _matrix_series(answer)
+    if series_list is None or not all(_add(series, layout) for series in series_list):
+        return None
+    return layout.result(cluster, interval_s, from_epoch)  # in range: checked before
+
+
+def _matrix_series(answer: bytes | str) -> list[Any] | None:
+    """The ``result`` list of a successful Prometheus matrix answer, or ``None`` when it is not one."""
+    import orjson
+
     try:
         obj = orjson.loads(answer)
     except orjson.JSONDecodeError:
@@ -493,9 +501,7 @@ def _read(answer: bytes | str, layout: Layout, cluster: str, interval_s: float |
     data = obj.get("data") if isinstance(obj, dict) and obj.get("status") == "success" else None
     if not isinstance(data, dict) or data.get("resultType") != "matrix" or not isinstance(data.get("result"), list):
         return None
-    if not all(_add(series, layout) for series in data["result"]):
-        return None
-    return layout.result(cluster, interval_s, from_epoch)  # in range: checked before
+    return data["result"]
 
 
 def read_by_node(
@@ -512,19 +518,13 @@ def read_by_node(
     series left for the record-by-record path (the other nodes' and those that name no node), in
     their order. A node's events depend only on its own series, so one bad record costs its node
     the slow path, not the whole answer. ``None`` when the answer is not a matrix."""
-    import orjson
-
-    try:
-        obj = orjson.loads(answer)
-    except orjson.JSONDecodeError:
-        return None
-    data = obj.get("data") if isinstance(obj, dict) and obj.get("status") == "success" else None
-    if not isinstance(data, dict) or data.get("resultType") != "matrix" or not isinstance(data.get("result"), list):
+    series_list = _matrix_series(answer)
+    if series_list is None:
         return None
     hosts: dict[str, list[int]] = {}
     unplaced: list[int] = []
     known: dict[tuple[tuple[str, str], ...], Any] = {}
-    for i, series in enumerate(data["result"]):
+    for i, series in enumerate(series_list):
         metric = series.get("metric") if isinstance(series, dict) else None
         labels = _labels(metric)
         if labels is None:
@@ -539,13 +539,13 @@ def read_by_node(
     for members in hosts.values():
         layout = Layout(node, fields, describe, blank)
         part = None
-        if all(_add(data["result"][i], layout) for i in members):
+        if all(_add(series_list[i], layout) for i in members):
             part = layout.result(cluster, interval_s, from_epoch)  # in range: checked before
         if part is None:
             slow.update(members)
         else:
             done.events.extend(part.events)
-    return done, [series for i, series in enumerate(data["result"]) if i in slow]
+    return done, [series for i, series in enumerate(series_list) if i in slow]
 
 
 def _add(series: Any, layout: Layout) -> bool:

@@ -253,7 +253,7 @@ def create_app(settings: Settings) -> faust.App:
     def told(written: BatchResult, messages: Sequence[Message]) -> BatchResult:
         # new node activity: the next step reads the due nodes unless all of it lies in the window
         # open at their last read (``StepState.touched``); a batch without any changes nothing due
-        step_state.touched(math.inf if written.earliest is None else written.earliest)
+        step_state.touched(written.earliest)
         if written.rebuild_requested:
             step_state.rebuild_requested()
         if sum(len(m.value) for m in messages) >= PART_BYTES // 2:  # a backlog's part: give its memory back

@@ -7,6 +7,7 @@ a dead letter (warehouse table and ``<topic>.dlq``) with the reason; it never st
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -46,7 +47,7 @@ class Message:
 class BatchResult:
     events: int = 0
     dead_letters: list[ev.DeadLetter] | None = None
-    earliest: float | None = None  # epoch s: the earliest event time of its node activity (None: none)
+    earliest: float = math.inf  # epoch s: the earliest event time of its node activity (math.inf: it has none)
     rebuild_requested: bool = False  # it recorded a request to rebuild the hourly rollup (org versions)
 
 
@@ -173,7 +174,7 @@ def store_batch(
             ],
         )
     _count(prepared.messages, events, dead)  # once: only a batch that was written whole gets here
-    earliest = min(a.min_time for a in activity.values()).timestamp() if activity else None
+    earliest = min(a.min_time for a in activity.values()).timestamp() if activity else math.inf
     return BatchResult(len(events), dead, earliest, bool(org_versions))
 
 

@@ -2,8 +2,9 @@
 
 Agents are thin glue (the maths lives in ``streams.attribution``):
 
-* one raw-sink agent per data topic: batches of messages → validated rows in the warehouse,
-  invalid messages → dead letters; acknowledged only after the insert (at-least-once);
+* one raw-sink agent over every data and dead-letter topic: batches of messages → validated rows
+  in the warehouse, topic by topic, invalid messages → dead letters; acknowledged only after the
+  insert (at-least-once);
 * a task that closes and corrects attribution windows for the nodes whose partitions this
   worker owns (``gpu.metrics`` and ``scheduler.allocations`` are co-partitioned by ``cluster/node``),
   one step a second, or at once when a backlog nodes wait for has been written whole.
@@ -31,6 +32,7 @@ import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 import faust
@@ -270,10 +272,10 @@ def create_app(settings: Settings) -> faust.App:
         return prepare_batch(warehouse, part)
 
     store_letter = functools.partial(dead_letter, wh=store.warehouse)
+    writers: dict[str, Writer] = {}
     for topic in DATA_TOPICS:
-        _register_sink(
-            app,
-            physical_name(topic, settings),
+        writers[physical_name(topic, settings)] = Writer(
+            topic.name,
             functools.partial(
                 write_overlapped,
                 prepare=functools.partial(sink.run, prepare),
@@ -283,12 +285,9 @@ def create_app(settings: Settings) -> faust.App:
                 logical=topic.name,
                 dead_letter=store_letter,
             ),
-            after_batch,
-            topic.name,
         )
-        _register_sink(
-            app,
-            physical_name(topic, settings, dlq=True),
+        writers[physical_name(topic, settings, dlq=True)] = Writer(
+            topic.dlq,
             functools.partial(
                 write_in_order,
                 run=sink.run,
@@ -296,9 +295,8 @@ def create_app(settings: Settings) -> faust.App:
                 logical=topic.dlq,
                 dead_letter=dead_letter,
             ),
-            after_batch,
-            topic.dlq,
         )
+    _register_sink(app, writers, after_batch)
 
     metrics_topic = physical_name(GPU_METRICS, settings)
 
@@ -486,20 +484,44 @@ async def _prepared_or_none(prepare: Any, part: list[Message]) -> Any:
         return None
 
 
-def _register_sink(app: faust.App, physical: str, write_parts: Any, after: Any, logical: str) -> None:
-    topic = app.topic(physical, key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw")
+@dataclass(frozen=True)
+class Writer:
+    """How the sink writes one physical topic's messages: under its logical name, by ``write_parts``
+    (awaited with the batch's parts of that topic, in order)."""
+
+    logical: str
+    write_parts: Any
+
+
+def by_topic(batch: Sequence[Any]) -> list[tuple[str, list[Any]]]:
+    """A batch's events per topic, topics in order of their first event, each topic's in batch order."""
+    out: dict[str, list[Any]] = {}
+    for e in batch:
+        out.setdefault(e.message.topic, []).append(e)
+    return list(out.items())
+
+
+def _register_sink(app: faust.App, writers: dict[str, Writer], after: Any) -> None:
+    """One agent over every data and dead-letter topic (``writers``, by physical name): a batch is
+    written topic by topic, then acknowledged. One agent, not one per topic: each agent's batching
+    timer wakes the event loop every ``BATCH_WITHIN_S`` with or without input, which was most of an
+    idle worker's event-loop CPU with ten of them."""
+    topic = app.topic(*writers, key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw")
 
     async def sink(stream: faust.StreamT) -> None:
         async for batch in stream.take_events(BATCH_MAX, within=BATCH_WITHIN_S):  # type: ignore[attr-defined]
-            messages = [Message(logical, e.message.partition, e.message.offset, e.message.value) for e in batch]
-            try:  # the batch is acknowledged once every part is written
-                await write_parts(parts(messages, PART_BYTES))
-            except WarehouseMismatch as exc:
-                stop_loudly(str(exc))
+            for physical, events in by_topic(batch):
+                writer = writers[physical]
+                messages = [
+                    Message(writer.logical, e.message.partition, e.message.offset, e.message.value) for e in events
+                ]
+                try:  # the batch is acknowledged once every part of every topic is written
+                    await writer.write_parts(parts(messages, PART_BYTES))
+                except WarehouseMismatch as exc:
+                    stop_loudly(str(exc))
             await after(batch)
 
-    sink.__name__ = f"sink_{logical.replace('.', '_')}"
-    app.agent(topic, name=f"gpuledger.sink.{logical}")(sink)
+    app.agent(topic, name="gpuledger.sink")(sink)
 
 
 _lazy: dict[str, faust.App] = {}

@@ -193,6 +193,12 @@ def test_table_rows_judge_live_against_backlog_and_each_source() -> None:
     assert rows["collector parse + publish: kubernetes_pods"] == ("80.0 records/s", "—", "")
 
 
+@pytest.mark.parametrize(("rate", "verdict"), [(99_999.9, "not met"), (100_000.0, "met")])
+def test_table_rows_judge_replay_against_its_target(rate: float, verdict: str) -> None:
+    rows = {label: (target, judged) for label, _, target, judged in table_rows({"replay_samples_per_s": rate})}
+    assert rows["replay from offset 0 (incl. worker start)"] == ("≥ 100,000", verdict)
+
+
 def test_pod_list_input_parses_into_the_allocation_records_it_promises() -> None:
     load = Load(3, 30, node_prefix="src")
     [(parse, expected, count)] = sources.pod_list_polls(load, 10)

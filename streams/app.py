@@ -177,6 +177,18 @@ def use_system_allocator_for_arrow() -> None:
     pa.set_memory_pool(pa.system_memory_pool())
 
 
+class StreamWorker(faust.Worker):
+    """Faust's worker, with the root logger left at the level asked for: for its start-up spinner
+    (at the WARN level and above) Faust puts the root logger at DEBUG and filters in its handler, so
+    every debug call of aiokafka (one per partition in each fetch), Faust and mode built a record
+    that no handler wrote (about 3 % of a live worker's busy Python samples)."""
+
+    def on_setup_root_logger(self, logger: logging.Logger, level: int) -> None:
+        super().on_setup_root_logger(logger, level)
+        if isinstance(level, int) and level > 0:
+            logger.setLevel(level)
+
+
 def create_app(settings: Settings) -> faust.App:
     use_system_allocator_for_arrow()
     app = faust.App(
@@ -201,6 +213,7 @@ def create_app(settings: Settings) -> faust.App:
         # agent, one batch buffered per stream, 256 KiB fetched per partition)
         stream_buffer_maxsize=BATCH_MAX,
         consumer_max_fetch_size=256 * 1024,
+        Worker=StreamWorker,
     )
     sink, attribution = _Lane("sink", settings), _Lane("attribution", settings)
     store = _Lane("store", settings)  # writes a data topic's prepared parts while the sink lane prepares the next

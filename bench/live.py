@@ -7,7 +7,8 @@ in two ways by one worker, on one history:
 1. **warm-up** — the worker is started and one scrape of every node is published and reflected
    (the worker's start-up is in neither figure); then both processes are watched for ``IDLE_S``
    with no new data (``idle_figures``: what being up costs, and that cost per GPU-sample at the
-   live rate — the part of the live figures that does not depend on the data);
+   live rate — the part of the live figures that does not depend on the data). The endpoint's idle
+   CPU grows with the tables it serves: ``live_endpoint_databases`` names the databases it held;
 2. **backlog** — ``R = seconds / interval_s`` scrapes ending just before now are published at once
    and drained (wait until reflected);
 3. **live** — the next ``R`` scrapes are published in real time, one every ``interval_s``, each
@@ -39,6 +40,7 @@ from bench.load import GPUS_PER_NODE, Load, encode, gpu_samples_in, publish, pub
 from bench.worker import Worker, reflect
 from pipelines.settings import Settings
 from pipelines.times import floor_seconds, from_epoch
+from sql.client import server_client
 from streams.attribution.state import IDLE_FLUSH_S
 
 PREFIX = "live"
@@ -69,7 +71,8 @@ def measure(
         publish(settings, encode(warm, 0, 1))
         reflect(settings, timeout_s, POLL_S)
         idle_s = min(IDLE_S, seconds / 3)
-        say(f"live: {idle_s:.0f} s with no new data (what being up costs)")
+        databases = user_databases(settings)
+        say(f"live: {idle_s:.0f} s with no new data (what being up costs); the endpoint holds {', '.join(databases)}")
         quiet = cpu.read(worker.proc.pid, endpoint)
         time.sleep(idle_s)
         idle = idle_figures(quiet, cpu.read(worker.proc.pid, endpoint), idle_s, nodes * GPUS_PER_NODE / interval_s)
@@ -112,6 +115,7 @@ def measure(
             "live_gpu_samples": live_samples,
             "backlog_gpu_samples": samples,
             "backlog_drain_s": round(backlog_s, 2),
+            "live_endpoint_databases": databases,
         }
     )
 
@@ -154,6 +158,19 @@ def idle_figures(start: cpu.Reading, end: cpu.Reading, seconds: float, live_rate
         out[f"idle_{name}_cpu_pct"] = round(rate * 100, 1)
         out[key] = round(rate * 1e6 / live_rate, 1)
     return out
+
+
+def user_databases(settings: Settings) -> list[str]:
+    """The databases the ClickHouse endpoint holds besides its own (system, information schema, default)."""
+    client = server_client(settings)
+    try:
+        rows = client.query(
+            "SELECT name FROM system.databases WHERE name NOT IN "
+            "('system', 'information_schema', 'INFORMATION_SCHEMA', 'default') ORDER BY name"
+        ).result_rows
+    finally:
+        client.close()
+    return [str(r[0]) for r in rows]
 
 
 def _ratio(a: float, b: float) -> float | None:

@@ -140,6 +140,8 @@ def run(
             ensure_topics(settings)
             apply_migrations(settings)
             results.update(_stream_phases(settings, sizes, home, say, profile_out, workers))
+            if not keep:  # done with: its tables would cost the endpoint idle CPU in the live phase's figures
+                cleanup(settings, [settings.clickhouse_database])
         if "live" in phases:
             results.update(_live_phase(lsettings, sizes, home, say))
         if "sources" in phases:

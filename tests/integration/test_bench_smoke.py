@@ -86,6 +86,11 @@ def test_bench_smoke_reports_every_measurement(endpoints: Endpoints, tmp_path: P
     # live: 4 nodes × 8 GPUs, 30 s at one scrape per 10 s, and the same number of samples as a backlog
     assert results["live_rounds"] == 3
     assert results["live_gpu_samples"] == results["backlog_gpu_samples"] == 4 * 8 * 3
+    # the live phase's endpoint holds its own database, and no longer the stream phase's (its tables
+    # cost the endpoint idle CPU, which the live figures include)
+    tag = results["tag"]
+    assert f"bench_live_{tag}" in results["live_endpoint_databases"]
+    assert f"bench_{tag}" not in results["live_endpoint_databases"]
     for name in ("parse_publish_samples_per_s", "parse_samples_per_s"):
         rates = results[name]
         assert sorted(rates) == sorted(SOURCES), name

@@ -521,18 +521,22 @@ def _register_sink(app: faust.App, writers: dict[str, Writer], after: Any) -> No
     idle worker's event-loop CPU with ten of them."""
     topic = app.topic(*writers, key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw")
 
+    async def write(batch: list[Any]) -> None:
+        for physical, events in by_topic(batch):
+            writer = writers[physical]
+            messages = [Message(writer.logical, e.message.partition, e.message.offset, e.message.value) for e in events]
+            try:  # the batch is acknowledged once every part of every topic is written
+                await writer.write_parts(parts(messages, PART_BYTES))
+            except WarehouseMismatch as exc:
+                stop_loudly(str(exc))
+        await after(batch)
+
     async def sink(stream: faust.StreamT) -> None:
         async for batch in stream.take_events(BATCH_MAX, within=BATCH_WITHIN_S):  # type: ignore[attr-defined]
-            for physical, events in by_topic(batch):
-                writer = writers[physical]
-                messages = [
-                    Message(writer.logical, e.message.partition, e.message.offset, e.message.value) for e in events
-                ]
-                try:  # the batch is acknowledged once every part of every topic is written
-                    await writer.write_parts(parts(messages, PART_BYTES))
-                except WarehouseMismatch as exc:
-                    stop_loudly(str(exc))
-            await after(batch)
+            await write(batch)
+            # let the written batch go while waiting for the next: a backlog's last batch (up to
+            # BATCH_MAX messages, tens of MiB) was otherwise held as long as the input stayed quiet
+            del batch
 
     app.agent(topic, name="gpuledger.sink")(sink)
 

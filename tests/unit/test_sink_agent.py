@@ -3,12 +3,20 @@ topic in the order the topics appear, each topic's messages in batch order."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import gc
+import weakref
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import faust
 
 from pipelines.settings import Settings
 from pipelines.topics import DATA_TOPICS, physical_name
-from streams.app import by_topic, create_app
+from streams.app import Writer, _register_sink, by_topic, create_app
 
 
 @dataclass
@@ -38,3 +46,66 @@ def test_one_sink_agent_reads_every_data_and_dead_letter_topic(tmp_path: Path) -
         physical_name(t, settings, dlq=True) for t in DATA_TOPICS
     }
     assert set(sinks[0].channel.topics) == wanted
+
+
+@dataclass(eq=False)
+class _Value:
+    """A message's value that a weak reference can watch (bytes cannot be watched)."""
+
+    size: int
+
+    def __len__(self) -> int:
+        return self.size
+
+
+@dataclass(eq=False)
+class _FullMsg:
+    topic: str
+    partition: int
+    offset: int
+    value: Any
+
+
+@dataclass(eq=False)
+class _FullEvent:
+    message: _FullMsg
+
+
+def test_a_written_batch_is_not_held_while_the_agent_waits_for_the_next(tmp_path: Path) -> None:
+    """The agent's last batch (a backlog's last: up to 2,000 messages, tens of MiB) is let go once
+    written and acknowledged, not kept until the next batch comes."""
+    app = faust.App("unit-sink-release", broker="kafka://127.0.0.1:1", store="memory://", datadir=str(tmp_path))
+    written: list[int] = []
+
+    async def write_parts(parts: list[list[Any]]) -> None:
+        written.append(sum(len(p) for p in parts))
+
+    async def after(batch: list[Any]) -> None:
+        pass
+
+    _register_sink(app, {"t": Writer("gpu.metrics", write_parts)}, after)
+    agent = next(a for a in app.agents.values() if a.name == "gpuledger.sink")
+    watched: list[weakref.ref[Any]] = []
+    more = asyncio.Event()
+
+    class _Stream:
+        async def take_events(self, max_: int, within: float) -> AsyncIterator[list[_FullEvent]]:
+            batch = [_FullEvent(_FullMsg("t", 0, i, _Value(100))) for i in range(3)]
+            watched.extend(weakref.ref(x) for e in batch for x in (e, e.message, e.message.value))
+            yield batch
+            del batch
+            await more.wait()  # the agent now waits for the next batch
+
+    async def run() -> None:
+        task = asyncio.ensure_future(agent.fun(_Stream()))
+        for _ in range(50):
+            await asyncio.sleep(0)
+        gc.collect()
+        alive = [r() for r in watched if r() is not None]
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        assert written == [3]
+        assert alive == []
+
+    asyncio.run(run())

@@ -110,10 +110,15 @@ def test_bench_smoke_reports_every_measurement(endpoints: Endpoints, tmp_path: P
         ),
         database="default",
     )
-    try:  # the run removed its own databases
+    try:  # the run removed its own databases, their data at once (not left for the engine to remove later)
         left = client.query(
             "SELECT name FROM system.databases WHERE name LIKE {p:String}", parameters={"p": f"bench%{results['tag']}"}
+        ).result_rows
+        pending = client.query(
+            "SELECT database, table FROM system.dropped_tables WHERE database LIKE {p:String}",
+            parameters={"p": f"bench%{results['tag']}"},
         ).result_rows
     finally:
         client.close()
     assert left == []
+    assert pending == []

@@ -23,6 +23,8 @@ from streams.app import Writer, _register_sink, by_topic, create_app
 class _Msg:
     topic: str
     offset: int
+    partition: int = 0
+    value: Any = None
 
 
 @dataclass
@@ -58,19 +60,6 @@ class _Value:
         return self.size
 
 
-@dataclass(eq=False)
-class _FullMsg:
-    topic: str
-    partition: int
-    offset: int
-    value: Any
-
-
-@dataclass(eq=False)
-class _FullEvent:
-    message: _FullMsg
-
-
 def test_a_written_batch_is_not_held_while_the_agent_waits_for_the_next(tmp_path: Path) -> None:
     """The agent's last batch (a backlog's last: up to 2,000 messages, tens of MiB) is let go once
     written and acknowledged, not kept until the next batch comes."""
@@ -89,8 +78,8 @@ def test_a_written_batch_is_not_held_while_the_agent_waits_for_the_next(tmp_path
     more = asyncio.Event()
 
     class _Stream:
-        async def take_events(self, max_: int, within: float) -> AsyncIterator[list[_FullEvent]]:
-            batch = [_FullEvent(_FullMsg("t", 0, i, _Value(100))) for i in range(3)]
+        async def take_events(self, max_: int, within: float) -> AsyncIterator[list[_Event]]:
+            batch = [_Event(_Msg("t", i, value=_Value(100))) for i in range(3)]
             watched.extend(weakref.ref(x) for e in batch for x in (e, e.message, e.message.value))
             yield batch
             del batch

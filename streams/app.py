@@ -37,6 +37,7 @@ from typing import Any
 
 import faust
 import pyarrow as pa
+from faust.transport.drivers import aiokafka as faust_kafka
 from kafka.partitioner.default import murmur2
 
 from pipelines import events as ev
@@ -189,9 +190,51 @@ class StreamWorker(faust.Worker):
             logger.setLevel(level)
 
 
+FETCHER_POLL_S = 1.5  # = the fetch wait Faust gives aiokafka: a fetch in flight answers before the poll
+
+
+class _ConsumerThread(faust_kafka.AIOKafkaConsumerThread):
+    def _create_worker_consumer(self, transport: faust_kafka.Transport) -> Any:
+        consumer = super()._create_worker_consumer(transport)
+        # aiokafka's ``consumer_timeout_ms`` (read by start() for its fetcher), which Faust does not pass
+        consumer._consumer_timeout = FETCHER_POLL_S
+        return consumer
+
+
+class StreamConsumer(faust_kafka.Consumer):
+    """Faust's aiokafka consumer, cheaper when there is nothing to read (tests/unit/test_worker_idle.py).
+
+    aiokafka's fetcher looks at every assigned partition each ``consumer_timeout_ms``, 200 ms by
+    default, although a fetch answered, a batch consumed, a partition resumed or the assignment
+    lost each wake it anyway: here it looks every ``FETCHER_POLL_S``. Faust's livelock check (every
+    2.5 commit intervals) yields to the event loop before each partition, a ``wait_for`` each time:
+    here it checks them all after one yield."""
+
+    def _new_consumer_thread(self) -> faust_kafka.AIOKafkaConsumerThread:
+        return _ConsumerThread(self, loop=self.loop, beacon=self.beacon)
+
+    async def verify_all_partitions_active(self) -> None:
+        now = time.monotonic()
+        await self.sleep(0)
+        if not self.should_stop:
+            for tp in self.assignment():
+                self.verify_event_path(now, tp)
+
+
+class _Transport(faust_kafka.Transport):
+    Consumer = StreamConsumer
+
+
+class StreamApp(faust.App):
+    """The app on ``_Transport``: Faust's Kafka transport with ``StreamConsumer``."""
+
+    def _new_transport(self) -> faust_kafka.Transport:
+        return _Transport(self.conf.broker_consumer, self)
+
+
 def create_app(settings: Settings) -> faust.App:
     use_system_allocator_for_arrow()
-    app = faust.App(
+    app = StreamApp(
         settings.topic_prefix + CONSUMER_GROUP,
         broker=[f"kafka://{s}" for s in settings.bootstrap_servers.split(",")],
         broker_credentials=settings.faust_credentials(),

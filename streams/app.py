@@ -190,10 +190,28 @@ class StreamWorker(faust.Worker):
             logger.setLevel(level)
 
 
+FETCHER_POLL_S = 1.5  # = the fetch wait Faust gives aiokafka: a fetch in flight answers before the poll
+
+
+class _ConsumerThread(faust_kafka.AIOKafkaConsumerThread):
+    def _create_worker_consumer(self, transport: faust_kafka.Transport) -> Any:
+        consumer = super()._create_worker_consumer(transport)
+        # aiokafka's ``consumer_timeout_ms`` (read by start() for its fetcher), which Faust does not pass
+        consumer._consumer_timeout = FETCHER_POLL_S
+        return consumer
+
+
 class StreamConsumer(faust_kafka.Consumer):
-    """Faust's aiokafka consumer with a cheaper livelock check (tests/unit/test_worker_idle.py): every
-    2.5 commit intervals Faust's check yields to the event loop before each assigned partition, a
-    ``wait_for`` on the service's stop event each time; here it checks them all after one yield."""
+    """Faust's aiokafka consumer, cheaper when there is nothing to read (tests/unit/test_worker_idle.py).
+
+    aiokafka's fetcher looks at every assigned partition each ``consumer_timeout_ms``, 200 ms by
+    default, although a fetch answered, a batch consumed, a partition resumed or the assignment
+    lost each wake it anyway: here it looks every ``FETCHER_POLL_S``. Faust's livelock check (every
+    2.5 commit intervals) yields to the event loop before each partition, a ``wait_for`` each time:
+    here it checks them all after one yield."""
+
+    def _new_consumer_thread(self) -> faust_kafka.AIOKafkaConsumerThread:
+        return _ConsumerThread(self, loop=self.loop, beacon=self.beacon)
 
     async def verify_all_partitions_active(self) -> None:
         now = time.monotonic()

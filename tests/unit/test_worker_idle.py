@@ -1,8 +1,10 @@
-"""What an idle worker does between messages: Faust's livelock check.
+"""What an idle worker does between messages: the fetcher's poll and Faust's livelock check.
 
-Every 2.5 commit intervals Faust's consumer checks that each assigned partition still makes progress;
-before each partition it yielded to the event loop through mode's ``sleep(0)`` (a ``wait_for`` on
-the service's stop event: a task and a timer), about 30 of them every 2.5 s for nothing."""
+A worker with nothing to read still wakes: aiokafka's fetcher re-examines every assigned partition
+each ``consumer_timeout_ms`` (200 ms unless given, and Faust does not give it) although a fetch in
+flight, a consumed batch, a paused partition and a lost assignment each wake it anyway; Faust's
+livelock detector yields to the event loop once per assigned partition, through a ``wait_for`` each
+time. Together about a third of an idle worker's Python time."""
 
 from __future__ import annotations
 
@@ -13,10 +15,11 @@ from pathlib import Path
 
 import faust
 import pytest
+from faust.transport.drivers import aiokafka as faust_kafka
 from faust.types import TP
 
 from pipelines.settings import Settings
-from streams.app import StreamConsumer, create_app
+from streams.app import FETCHER_POLL_S, StreamConsumer, create_app
 
 
 @pytest.fixture
@@ -29,6 +32,25 @@ def app(tmp_path: Path) -> Iterator[faust.App]:
         if isinstance(app.consumer, StreamConsumer):
             app.consumer._thread.thread_loop.close()
         app.loop.close()
+
+
+def test_the_fetcher_polls_once_per_fetch_wait_not_five_times_a_second(app: faust.App) -> None:
+    consumer = app.consumer
+    assert isinstance(consumer, StreamConsumer)
+
+    thread, transport = consumer._thread, app.transport
+    assert isinstance(transport, faust_kafka.Transport)
+
+    async def timeouts() -> tuple[float, float]:  # aiokafka's consumer takes the running loop when it is made
+        made = thread._create_worker_consumer(transport)
+        try:  # the poll start() gives its fetcher, and the broker's longest wait on a fetch
+            return made._consumer_timeout, made._fetch_max_wait_ms / 1000
+        finally:
+            await made.stop()
+
+    poll_s, fetch_wait_s = asyncio.run(timeouts())
+    assert poll_s == FETCHER_POLL_S >= 1.0
+    assert fetch_wait_s <= FETCHER_POLL_S  # a fetch in flight answers before the poll
 
 
 def test_the_livelock_check_looks_at_every_partition_and_yields_once(app: faust.App) -> None:

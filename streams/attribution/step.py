@@ -222,6 +222,7 @@ def run_step(
     now_ns = time.time_ns()
     remaining: list[Plan] = []
     quarantined: dict[tuple[str, str], Quarantine] = {}
+    later = -math.inf  # when the next step must read the due nodes once this one has written
     if not state.may_skip(now_ns / 1e9):
         seen = state.activity  # before the read: a batch written during it makes the next step read again
         rows = wh.pending_nodes()
@@ -233,10 +234,11 @@ def run_step(
             remaining = plans(rows, settings, now_ns, owns, quarantined, waiting, ingesting, drained)
         state.seen, state.read_at = seen, now_ns / 1e9
         state.open_from = floor_seconds(now_ns / 1e9, settings.window_seconds)
-        # after writing, progress changed: the next step reads again; so does one while nodes wait
-        state.recheck_at = (
-            -math.inf if remaining or state.waiting else recheck_at(rows, settings, now_ns, owns, drained)
-        )
+        # all that is planned is computed below (a chunk at a time): once it is written nothing more
+        # comes due before ``recheck_at`` (streams.attribution.state); until the writes succeeded,
+        # and while nodes wait, the next step reads them again
+        later = -math.inf if state.waiting else recheck_at(rows, settings, now_ns, owns, drained)
+        state.recheck_at = -math.inf if remaining else later
     report.nodes = len(remaining)
     behind = False
     try:
@@ -256,6 +258,8 @@ def run_step(
             ]
     finally:  # every group's facts written before the step ends, and a failed write raised
         wh.written()
+    if report.nodes:
+        state.recheck_at = later
     # after the facts: an org version's hours, a bounded part per step (every worker may do it: idempotent)
     if state.rebuilds_due(time.monotonic()):
         state.rebuilds_pending = report.rebuilds_pending = wh.work_rollup_rebuilds()

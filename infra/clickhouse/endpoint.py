@@ -58,8 +58,8 @@ def serve(
             signal.signal(signum, lambda *_: stop.set())
     print(f"listening on {server.url}", file=sys.stderr, flush=True)
     log.info("serving %s (authentication %s)", Path(data_dir).resolve(), "required" if password else "off")
-    try:
-        while not stop.wait(0.5):
+    try:  # a signal's handler wakes the wait at once; a serving thread that died is noticed within 5 s
+        while not stop.wait(5.0):
             if not thread.is_alive():
                 break
     finally:

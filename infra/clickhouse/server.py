@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
+import selectors
 import shutil
 import socket
 import tempfile
@@ -35,7 +36,11 @@ MAX_DRAIN_BYTES = 256 << 20  # an unread body up to this size is skipped so the 
 
 
 class EndpointServer(ThreadingHTTPServer):
-    """Owns the engine, the credentials and the spool directory of INSERT data."""
+    """Owns the engine, the credentials and the spool directory of INSERT data.
+
+    Between connections its thread sleeps until one arrives or ``shutdown`` wakes it (through a
+    socket pair), where ``socketserver`` would look for a stop request every poll interval: each
+    wake-up costs an idle process CPU (tests/integration/test_clickhouse_endpoint.py)."""
 
     daemon_threads = True
     request_queue_size = 128
@@ -48,6 +53,30 @@ class EndpointServer(ThreadingHTTPServer):
         self._quiet = threading.Condition()
         super().__init__((host, port), QueryHandler)  # binds: raises OSError when the port is taken
         self.spool_dir = Path(tempfile.mkdtemp(prefix="gpuledger-chdb-spool-"))
+        self._wake, self._waker = socket.socketpair()
+        self._stopping = threading.Event()
+        self._stopped = threading.Event()
+        self._stopped.set()  # not serving yet
+
+    def serve_forever(self, poll_interval: float | None = None) -> None:
+        """Accept connections (each answered on its own thread) until ``shutdown``; never polls."""
+        self._stopped.clear()
+        try:
+            with selectors.DefaultSelector() as selector:
+                selector.register(self, selectors.EVENT_READ)
+                selector.register(self._wake, selectors.EVENT_READ)
+                while not self._stopping.is_set():
+                    for key, _ in selector.select():
+                        if key.fileobj is self and not self._stopping.is_set():
+                            self.handle_request()  # ready: accepts without waiting
+        finally:
+            self._stopped.set()
+
+    def shutdown(self) -> None:
+        """Stop accepting connections and wait until ``serve_forever`` has returned."""
+        self._stopping.set()
+        self._waker.send(b"\0")
+        self._stopped.wait()
 
     @contextlib.contextmanager
     def request_running(self) -> Iterator[None]:
@@ -75,6 +104,8 @@ class EndpointServer(ThreadingHTTPServer):
 
     def server_close(self) -> None:
         super().server_close()
+        self._wake.close()
+        self._waker.close()
         shutil.rmtree(self.spool_dir, ignore_errors=True)
 
 
@@ -259,8 +290,6 @@ class QueryHandler(BaseHTTPRequestHandler):
 def start(engine: Engine, host: str, port: int, credentials: Credentials) -> tuple[EndpointServer, threading.Thread]:
     """Bind and serve in a background thread; returns the server (its .url has the real port)."""
     server = EndpointServer(engine, host, port, credentials)
-    thread = threading.Thread(
-        target=server.serve_forever, kwargs={"poll_interval": 0.2}, name="clickhouse-endpoint", daemon=True
-    )
+    thread = threading.Thread(target=server.serve_forever, name="clickhouse-endpoint", daemon=True)
     thread.start()
     return server, thread

@@ -389,7 +389,10 @@ def create_app(settings: Settings) -> faust.App:
             return
         began = time.perf_counter()
         try:
-            report = await attribution.run(run_step, attribution.warehouse, settings, owner(), step_state)
+            owns = owner()  # a rebalance first: it makes the step due
+            if step_state.nothing_due(time.time(), time.monotonic()):
+                return  # no hand-off to the attribution thread and back for a step that would run nothing
+            report = await attribution.run(run_step, attribution.warehouse, settings, owns, step_state)
             if report.facts:
                 release_free_memory()
         except Exception as exc:  # facts are idempotent: the step is tried again, later each time

@@ -104,6 +104,11 @@ class StepState:
     def rebuilds_due(self, now: float) -> bool:
         return self.rebuilds_pending > 0 or now - self.rebuilds_checked >= REBUILD_CHECK_S
 
+    def nothing_due(self, now: float, monotonic_now: float) -> bool:
+        """A step now would run no statement (``may_skip``, no rebuilds due): the worker's tick
+        need not hand it to the attribution thread (epoch and monotonic seconds)."""
+        return self.may_skip(now) and not self.rebuilds_due(monotonic_now)
+
 
 def recheck_at(
     rows: Iterable[PendingNode],

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import time
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
@@ -85,13 +86,22 @@ def test_the_current_window_is_not_written_before_it_has_ended(
 
 
 class _Counting(AttributionWarehouse):
-    """The real warehouse, counting how often the due nodes are read."""
+    """The real warehouse, counting how often the due nodes are read and statements run."""
 
     reads = 0
+    statements = 0
 
     def pending_nodes(self) -> list[PendingNode]:
         self.reads += 1
         return super().pending_nodes()
+
+    def query(self, name: str, params: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
+        self.statements += 1
+        return super().query(name, params)
+
+    def work_rollup_rebuilds(self) -> int:
+        self.statements += 1
+        return super().work_rollup_rebuilds()
 
 
 def test_steps_with_nothing_written_and_nothing_come_due_read_nothing(isolated_settings: Settings) -> None:
@@ -106,10 +116,14 @@ def test_steps_with_nothing_written_and_nothing_come_due_read_nothing(isolated_s
         state.touched()
         assert _step(wh, isolated_settings, state).windows == 5
         for _ in range(3):  # the step computed every due range whole: nothing more is due, nothing is read
+            assert state.nothing_due(time.time(), time.monotonic())  # the worker does not even start a step
+            statements = wh.statements
             assert step.run_step(wh, isolated_settings, lambda c, n: True, state).nodes == 0
+            assert wh.statements == statements
         assert wh.reads == 1
         _ingest(wh, load, 30, 6)
         state.touched()
+        assert not state.nothing_due(time.time(), time.monotonic())
         assert _step(wh, isolated_settings, state).windows == 1 and wh.reads == 2
     finally:
         wh.close()

@@ -111,6 +111,7 @@ class Plan:
     processed_seq: int  # the activity seq included once ``end`` is written
     previous_seq: int  # what progress keeps while only part of the range is written
     input_seq: int = 0  # the node's newest activity seq
+    whole: bool = True  # the node's whole due range (False: cut at an hour while it catches up)
 
 
 def plans(
@@ -151,7 +152,7 @@ def plans(
         elif waiting is not None and now - waiting.setdefault((r.cluster, r.node), now) < LINGER_S:
             lingering.add((r.cluster, r.node))
         elif whole > start:  # the rest waits for its hour to fill, as if the watermark were lower
-            out.append(Plan(r.cluster, r.node, start, whole, r.last_seq, r.processed_seq, r.last_seq))
+            out.append(Plan(r.cluster, r.node, start, whole, r.last_seq, r.processed_seq, r.last_seq, whole=False))
     if waiting is not None:  # a node computed, or no longer due, waits afresh next time
         for key in waiting.keys() - lingering:
             del waiting[key]
@@ -234,10 +235,12 @@ def run_step(
             remaining = plans(rows, settings, now_ns, owns, quarantined, waiting, ingesting, drained)
         state.seen, state.read_at = seen, now_ns / 1e9
         state.open_from = floor_seconds(now_ns / 1e9, settings.window_seconds)
-        # all that is planned is computed below (a chunk at a time): once it is written nothing more
-        # comes due before ``recheck_at`` (streams.attribution.state); until the writes succeeded,
-        # and while nodes wait, the next step reads them again
-        later = -math.inf if state.waiting else recheck_at(rows, settings, now_ns, owns, drained)
+        # each due range is computed below (a chunk at a time): once it is written nothing more comes
+        # due before ``recheck_at`` (streams.attribution.state); until the writes succeeded, while
+        # nodes wait, and after a range cut at an hour (the rest is due as the input goes on), the
+        # next step reads them again
+        cut = state.waiting or not all(p.whole for p in remaining)
+        later = -math.inf if cut else recheck_at(rows, settings, now_ns, owns, drained)
         state.recheck_at = -math.inf if remaining else later
     report.nodes = len(remaining)
     behind = False

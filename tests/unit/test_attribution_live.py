@@ -210,6 +210,7 @@ def _catch_up(
         ):
             computed.append((now, p.start, p.end))
             closed, processed = p.end, p.processed_seq
+            assert p.whole == (p.end >= plan(row, s, int(now * 1e9), drained)[1])  # cut at an hour: not whole
     windows = [t for _, a, b in computed for t in range(int(a), int(b), W)]
     newest = hour0 + 60 * minutes_per_s * seconds + 25
     assert windows == list(range(int(hour0), int(newest - newest % W + W), W))  # each once, in order, to the newest
@@ -220,7 +221,7 @@ def test_a_node_catching_up_on_history_is_computed_a_whole_hour_at_a_time() -> N
     """Each step's due range of a node catching up is cut at its last hour boundary: every hour of
     the rollup is built once, from one computation, and every window is still computed exactly
     once; when the data stops (idle) the rest closes as before."""
-    computed, _ = _catch_up(10, 30, None)
+    computed, _ = _catch_up(10, 30, None)  # each plan whole only when it reaches the due range's end
     assert len(computed) > 2
     assert all(a % 3600 == 0 and b % 3600 == 0 for _, a, b in computed[:-1])
     hours = [h for _, a, b in computed for h in range(int(a // 3600), int(-(-b // 3600)))]

@@ -210,7 +210,8 @@ def _catch_up(
         ):
             computed.append((now, p.start, p.end))
             closed, processed = p.end, p.processed_seq
-            assert p.whole == (p.end >= plan(row, s, int(now * 1e9), drained)[1])  # cut at an hour: not whole
+            due = plan(row, s, int(now * 1e9), drained)
+            assert due is not None and p.whole == (p.end >= due[1])  # cut at an hour: not whole
     windows = [t for _, a, b in computed for t in range(int(a), int(b), W)]
     newest = hour0 + 60 * minutes_per_s * seconds + 25
     assert windows == list(range(int(hour0), int(newest - newest % W + W), W))  # each once, in order, to the newest

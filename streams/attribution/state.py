@@ -5,11 +5,10 @@ its nodes'), with its assignment (a rebalance), or with the wall clock (a node's
 window's end). The worker's own writes make nothing due: a step computes each due node's range (a
 chunk at a time), so once its writes succeeded nothing more comes due before ``recheck_at`` of the
 rows it read (while a node catching up waits for the input to pause, or after its range was cut at
-an hour, every step reads them).
-So a step may skip reading them while nothing was written and nothing can have come due. Activity
-wholly in the window that was open when they were last read (a live scrape) makes nothing due
-before that window ends, and the step reads them at its end anyway (``recheck_at``): such a batch
-does not make the next step read them. At least every ``RECHECK_S``
+an hour, every step reads them). So a step may skip reading them while nothing was written and
+nothing can have come due. Activity wholly in the window that was open when they were last read (a
+live scrape) makes nothing due before that window ends, and the step reads them at its end anyway
+(``recheck_at``): such a batch does not make the next step read them. At least every ``RECHECK_S``
 a step reads them anyway (a node whose activity another worker wrote just before a rebalance).
 Without a state (``run_step``'s default) every step reads them.
 
